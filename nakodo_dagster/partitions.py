@@ -1,0 +1,18 @@
+"""The partitions the UI shows: places by (area, category), searches by campaign; all registered at run time."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+AREA = "area"
+CATEGORY = "category"
+
+AREA_PARTITIONS = dg.DynamicPartitionsDefinition(name=AREA)
+CATEGORY_PARTITIONS = dg.DynamicPartitionsDefinition(name=CATEGORY)
+PLACES_PARTITIONS = dg.MultiPartitionsDefinition({AREA: AREA_PARTITIONS, CATEGORY: CATEGORY_PARTITIONS})
+CAMPAIGN_PARTITIONS = dg.DynamicPartitionsDefinition(name="campaign")
+
+
+def places_partition(area: str, category: str) -> dg.MultiPartitionKey:
+    """The places partition of one (area, category) pair."""
+    return dg.MultiPartitionKey({AREA: area, CATEGORY: category})

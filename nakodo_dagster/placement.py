@@ -1,0 +1,379 @@
+"""Which pieces of the Overture listing a campaign needs, and how to fetch them in as few runs as possible.
+
+Pure functions over plain data: no database, no Dagster, no clock (callers pass ``now``). The rules and
+their reasons are in ``SPEC.md`` and the two seed articles; the names are the seeds' names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from nakodo_dagster.countries import country_bbox
+from nakodo_dagster.errors import InvalidInput
+
+RADII_KM = (2, 5, 10, 25, 50, 100, 200)
+CELL_DEGREES = 0.5
+KM_PER_DEGREE = 111.32
+# Cells per side of an import block: 4 x 4 cells of 0.5 degree is one 2 degree box, one run, one footer read.
+BLOCK_CELLS = 4
+BLOCK_DEGREES = BLOCK_CELLS * CELL_DEGREES
+# Overture publishes monthly; 30 days would make a late release look like a stale cache every month.
+FRESH_DAYS = 35
+# Two imports run at once; six hours is the window in which a queued import is still plausibly on its way.
+IMPORT_HOURS = 6
+# A failed import keeps its mark for a week: the cheapest way not to hammer a job that keeps failing.
+RETRY_DAYS = 7
+REQUESTED = "requested"
+# At 89 degrees cos(lat) is 0.017 and a 200 km circle would ask for a quarter of the planet.
+MIN_COS_LAT = 0.05
+
+CATEGORY_PATTERN = re.compile(r"[a-z0-9_]{1,64}")
+_CELL_KEY = re.compile(r"cell:(-?\d+(?:\.5)?),(-?\d+(?:\.5)?)")
+_COUNTRY_KEY = re.compile(r"country:([A-Z]{2})")
+
+BBox = tuple[float, float, float, float]
+"""(west, south, east, north) in degrees; west > east when the box crosses the antimeridian (RFC 7946)."""
+
+
+@dataclass(frozen=True)
+class Area:
+    """A piece of the listing imported as a unit: a 0.5 degree cell or a whole country."""
+
+    key: str
+    bbox: BBox
+    country_code: str | None = None
+
+
+@dataclass(frozen=True)
+class PointLocation:
+    """A circle a campaign targets: a centre and one of the offered radii."""
+
+    lat: float
+    lng: float
+    radius_km: int
+
+    def __post_init__(self) -> None:
+        _check_point(self.lat, self.lng, self.radius_km)
+
+
+@dataclass(frozen=True)
+class CountryLocation:
+    """A whole country a campaign targets, by ISO 3166-1 alpha-2 code."""
+
+    country_code: str
+
+    def __post_init__(self) -> None:
+        country_bbox(self.country_code)
+
+
+Location = PointLocation | CountryLocation
+
+
+@dataclass(frozen=True)
+class Targeting:
+    """Where a campaign looks and which kinds of business it wants."""
+
+    locations: tuple[Location, ...]
+    categories: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.locations:
+            raise InvalidInput("a campaign needs at least one location: a point with a radius, or a country")
+        check_categories(self.categories)
+
+
+@dataclass(frozen=True)
+class PlaceImport:
+    """A row of ``place_imports``: what was loaded for an (area, category) pair, or that it was asked for."""
+
+    area: str
+    category: str
+    release: str
+    rows: int
+    imported_at: datetime
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a set of pairs needs: pairs to ask for, areas waiting on an import, when real data last landed."""
+
+    missing: dict[str, list[str]]
+    coming: set[str]
+    arrived_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ImportRun:
+    """One import: one box read once, writing exactly the (area, category) pairs it reserved."""
+
+    areas: tuple[str, ...]
+    categories: tuple[str, ...]
+    bbox: BBox
+    country_code: str | None
+    pairs: tuple[tuple[str, str], ...]
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha1(json.dumps(self.payload(), sort_keys=True).encode()).hexdigest()
+        object.__setattr__(self, "key", digest)
+
+    def payload(self) -> dict:
+        """The canonical, JSON-ready description of the work; its hash is the run's identity."""
+        return {
+            "areas": list(self.areas),
+            "categories": list(self.categories),
+            "bbox": list(self.bbox),
+            "country_code": self.country_code,
+            "pairs": [list(pair) for pair in self.pairs],
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping) -> ImportRun:
+        """The run a payload describes, checked as strictly as anything a user types."""
+        try:
+            areas = tuple(str(a) for a in payload["areas"])
+            categories = tuple(str(c) for c in payload["categories"])
+            west, south, east, north = (float(x) for x in payload["bbox"])
+            country_code = payload.get("country_code")
+            pairs = tuple((str(a), str(c)) for a, c in payload["pairs"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInput(
+                "an import run needs areas, categories, bbox [west, south, east, north] and pairs "
+                f"[[area, category], ...]: {exc}"
+            ) from exc
+        for key in areas:
+            parse_area_key(key)
+        check_categories(categories)
+        for area, category in pairs:
+            if area not in areas or category not in categories:
+                raise InvalidInput(f"pair ({area}, {category}) is not one of the run's areas and categories")
+        return cls(areas, categories, (west, south, east, north), country_code, pairs)
+
+
+def check_categories(categories: Iterable[str]) -> tuple[str, ...]:
+    """The categories, if every one is a plain lower-case Overture name; InvalidInput otherwise."""
+    categories = tuple(categories)
+    if not categories:
+        raise InvalidInput("at least one business category is needed, e.g. 'cafe' or 'restaurant'")
+    for category in categories:
+        if not isinstance(category, str) or not CATEGORY_PATTERN.fullmatch(category):
+            raise InvalidInput(
+                f"category {category!r} is not allowed: use Overture's plain names, "
+                "1 to 64 characters of a-z, 0-9 and _ (e.g. 'cafe', 'italian_restaurant')"
+            )
+    return categories
+
+
+def _check_point(lat: float, lng: float, radius_km: float) -> None:
+    for name, value, low, high in (("latitude", lat, -90, 90), ("longitude", lng, -180, 180)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InvalidInput(f"{name} {value!r} is not a finite number; allowed: {low} to {high}")
+        if not low <= value <= high:
+            raise InvalidInput(f"{name} {value} is out of range; allowed: {low} to {high}")
+    if radius_km not in RADII_KM or isinstance(radius_km, bool):
+        allowed = ", ".join(str(r) for r in RADII_KM)
+        raise InvalidInput(f"radius {radius_km!r} km is not offered; allowed: {allowed}")
+
+
+def format_degrees(value: float) -> str:
+    """A cell corner as JavaScript prints it: ``-2`` not ``-2.0``, ``0`` never ``-0``."""
+    if value == 0:
+        return "0"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def cell(lat0: float, lng0: float) -> Area:
+    """The cell whose south-west corner is (lat0, lng0)."""
+    return Area(
+        f"cell:{format_degrees(lat0)},{format_degrees(lng0)}",
+        (lng0, lat0, lng0 + CELL_DEGREES, lat0 + CELL_DEGREES),
+    )
+
+
+def _row(index: int) -> float:
+    return index * CELL_DEGREES
+
+
+def _column(index: int) -> float:
+    # Python's % is already non-negative: the seed's double modulo is not needed here.
+    return (index * CELL_DEGREES + 180) % 360 - 180
+
+
+_LAT_ROWS = (round(-90 / CELL_DEGREES), round(90 / CELL_DEGREES) - 1)
+
+
+def cell_containing(lat: float, lng: float) -> Area:
+    """The cell a point falls in (a point on 90 or 180 belongs to the last row or the first column)."""
+    row = min(max(math.floor(lat / CELL_DEGREES), _LAT_ROWS[0]), _LAT_ROWS[1])
+    return cell(_row(row), _column(math.floor(lng / CELL_DEGREES)))
+
+
+def cells_around(lat: float, lng: float, radius_km: float) -> list[Area]:
+    """The cells covering a circle's bounding box, wrapped across the antimeridian, clamped at the poles."""
+    _check_point(lat, lng, radius_km)
+    d_lat = radius_km / KM_PER_DEGREE
+    d_lng = radius_km / (KM_PER_DEGREE * max(MIN_COS_LAT, math.cos(math.radians(lat))))
+    first_row = max(math.floor((lat - d_lat) / CELL_DEGREES), _LAT_ROWS[0])
+    last_row = min(math.floor((lat + d_lat) / CELL_DEGREES), _LAT_ROWS[1])
+    first_column = math.floor((lng - d_lng) / CELL_DEGREES)
+    last_column = math.floor((lng + d_lng) / CELL_DEGREES)
+    columns = dict.fromkeys(_column(i) for i in range(first_column, last_column + 1))
+    return [cell(_row(row), lng0) for row in range(first_row, last_row + 1) for lng0 in columns]
+
+
+def country_area(country_code: str) -> Area:
+    """A whole country as one area, read in one run with a predicate on the place's address country."""
+    return Area(f"country:{country_code}", country_bbox(country_code), country_code)
+
+
+def parse_area_key(key: str) -> Area:
+    """The area a key names: ``cell:LAT,LNG`` (a canonical south-west corner) or ``country:CC``."""
+    if match := _CELL_KEY.fullmatch(key):
+        lat0, lng0 = float(match[1]), float(match[2])
+        area = cell(lat0, lng0)
+        if area.key == key and -90 <= lat0 < 90 and -180 <= lng0 < 180:
+            return area
+    elif match := _COUNTRY_KEY.fullmatch(key):
+        return country_area(match[1])
+    raise InvalidInput(
+        f"area {key!r} is not allowed: use 'cell:LAT,LNG' with the south-west corner of a 0.5 degree cell "
+        "printed as JavaScript prints it (e.g. 'cell:53.5,-2', 'cell:-17.5,-180'), or 'country:CC' with an "
+        "ISO 3166-1 alpha-2 code (e.g. 'country:FR')"
+    )
+
+
+def areas_for(targeting: Targeting) -> dict[str, Area]:
+    """Every area a campaign needs: the cells around its points and its whole countries, merged by key."""
+    areas: dict[str, Area] = {}
+    for location in targeting.locations:
+        if isinstance(location, PointLocation):
+            for area in cells_around(location.lat, location.lng, location.radius_km):
+                areas[area.key] = area
+        else:
+            area = country_area(location.country_code)
+            areas[area.key] = area
+    return areas
+
+
+def import_needs(
+    areas: Mapping[str, Area] | Iterable[Area],
+    categories: Iterable[str],
+    rows: Iterable[PlaceImport],
+    now: datetime,
+) -> Needs:
+    """Sort every (area, category) pair into fresh, on its way, failed (left alone for a week) or missing."""
+    area_keys = list(areas) if isinstance(areas, Mapping) else [a.key for a in areas]
+    categories = list(categories)
+    rows = list(rows)
+    by_pair = {(r.area, r.category): r for r in rows}
+    missing: dict[str, list[str]] = {}
+    coming: set[str] = set()
+    for area in area_keys:
+        for category in categories:
+            row = by_pair.get((area, category))
+            age = now - row.imported_at if row else None
+            asked = row is not None and row.release == REQUESTED
+            if row and not asked and age < timedelta(days=FRESH_DAYS):
+                continue
+            if asked and age < timedelta(hours=IMPORT_HOURS):
+                coming.add(area)
+            # A failed import gives nothing back; without its mark every look would start it again.
+            elif not asked or age >= timedelta(days=RETRY_DAYS):
+                missing.setdefault(area, []).append(category)
+    # A search waiting for data needs the time real data landed, not when somebody asked for it.
+    arrived_at = max((r.imported_at for r in rows if r.release != REQUESTED), default=None)
+    return Needs(missing, coming, arrived_at)
+
+
+def _cell_corner(key: str) -> tuple[float, float]:
+    area = parse_area_key(key)
+    return area.bbox[1], area.bbox[0]
+
+
+def import_runs(missing: Mapping[str, Iterable[str]], areas: Mapping[str, Area]) -> list[ImportRun]:
+    """Group missing pairs into runs: one per 4 x 4 block of cells, one per country, same work same key."""
+    blocks: dict[tuple[int, int], list[str]] = {}
+    runs: list[ImportRun] = []
+    for key in sorted(missing):
+        if key.startswith("country:"):
+            area = areas[key] if key in areas else parse_area_key(key)
+            categories = tuple(sorted(set(missing[key])))
+            pairs = tuple((key, c) for c in categories)
+            runs.append(ImportRun((key,), categories, area.bbox, area.country_code, pairs))
+        else:
+            lat0, lng0 = _cell_corner(key)
+            blocks.setdefault((math.floor(lat0 / BLOCK_DEGREES), math.floor(lng0 / BLOCK_DEGREES)), []).append(key)
+    for _, keys in sorted(blocks.items()):
+        corners = [_cell_corner(k) for k in keys]
+        # Categories are sorted so that the same work always hashes to the same run key.
+        pairs = tuple(sorted((k, c) for k in keys for c in set(missing[k])))
+        categories = tuple(sorted({c for _, c in pairs}))
+        bbox = (
+            min(lng for _, lng in corners),
+            min(lat for lat, _ in corners),
+            max(lng for _, lng in corners) + CELL_DEGREES,
+            max(lat for lat, _ in corners) + CELL_DEGREES,
+        )
+        runs.append(ImportRun(tuple(sorted(keys)), categories, bbox, None, pairs))
+    return runs
+
+
+def campaigns_needs(
+    targetings: Iterable[Targeting], rows: Iterable[PlaceImport], now: datetime
+) -> tuple[dict[str, Area], Needs]:
+    """Every campaign's needs merged, so that one block is one run whichever campaigns want it.
+
+    Linear in the campaigns' pairs: the rows are indexed once, not rescanned per campaign.
+    """
+    by_pair = {(r.area, r.category): r for r in rows}
+    areas: dict[str, Area] = {}
+    missing: dict[str, set[str]] = {}
+    coming: set[str] = set()
+    arrived_at: datetime | None = None
+    for targeting in targetings:
+        campaign_areas = areas_for(targeting)
+        areas.update(campaign_areas)
+        own_rows = [
+            by_pair[(area, category)]
+            for area in campaign_areas
+            for category in targeting.categories
+            if (area, category) in by_pair
+        ]
+        needs = import_needs(campaign_areas, targeting.categories, own_rows, now)
+        for area, categories in needs.missing.items():
+            missing.setdefault(area, set()).update(categories)
+        coming |= needs.coming
+        if needs.arrived_at and (arrived_at is None or needs.arrived_at > arrived_at):
+            arrived_at = needs.arrived_at
+    merged = {area: sorted(categories) for area, categories in missing.items()}
+    return areas, Needs(merged, coming, arrived_at)
+
+
+# A search keeps coming back while imports are pending for this long, then stops waiting for the day.
+IMPORT_WAIT_HOURS = 6
+SEARCH_AGAIN_MINUTES = 2
+SEARCH_WINDOW_HOURS = 24
+
+
+def search_due(
+    window_start: datetime | None,
+    last_search: datetime | None,
+    pending: int,
+    arrived_at: datetime | None,
+    now: datetime,
+) -> str | None:
+    """Why a campaign's search should run now, or None: new day, still waiting on imports, or new data landed."""
+    if window_start is None or last_search is None or now - window_start >= timedelta(hours=SEARCH_WINDOW_HOURS):
+        return "first search of the day"
+    if arrived_at is not None and arrived_at > last_search:
+        return "new places landed since the last search"
+    waiting = pending > 0 and now - window_start < timedelta(hours=IMPORT_WAIT_HOURS)
+    if waiting and now - last_search >= timedelta(minutes=SEARCH_AGAIN_MINUTES):
+        return f"{pending} areas still on their way"
+    return None

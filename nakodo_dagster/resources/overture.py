@@ -1,0 +1,38 @@
+"""Overture Maps' places releases: a local folder (offline default) or an s3:// prefix (production)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from nakodo_dagster.overture.reader import ReadResult, read_places
+from nakodo_dagster.overture.releases import resolve_release
+from nakodo_dagster.placement import ImportRun
+
+OFF_REASON = "NAKODO_OVERTURE_ROOT isn't set"
+
+
+class OvertureResource(dg.ConfigurableResource):
+    """Where Overture's places releases are read from, and which release.
+
+    ``root`` is a folder holding ``<release>/theme=places/type=place/*.parquet`` (the project's sample
+    releases) or an ``s3://`` prefix (``s3://overturemaps-us-west-2/release`` in production; another
+    S3-compatible endpoint is named by ``AWS_ENDPOINT_URL``). An empty root switches imports off: the
+    search works on what is already loaded and no import is asked for.
+    """
+
+    root: str = Field(default="", description="Folder or s3:// prefix of releases (NAKODO_OVERTURE_ROOT).")
+    release: str = Field(default="", description="Release; empty: the newest (NAKODO_OVERTURE_RELEASE).")
+
+    @property
+    def off_reason(self) -> str | None:
+        """Why imports are off, or None when they are on."""
+        return None if self.root.strip() else OFF_REASON
+
+    def current_release(self) -> str:
+        """The release to import: the configured one, or the newest under the root."""
+        return resolve_release(self.root, self.release.strip() or None)
+
+    def read(self, run: ImportRun, release: str) -> ReadResult:
+        """The places one import run reads from the release."""
+        return read_places(run, self.root, release)

@@ -1,0 +1,27 @@
+"""The database that holds place_imports, places, campaigns and campaign_businesses."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import dagster as dg
+from pydantic import Field
+
+from nakodo_dagster.store import Store, open_store
+
+
+class StoreResource(dg.ConfigurableResource):
+    """The project's store: a DuckDB file (embedded, nothing to start) or a ``postgresql://`` URL.
+
+    Configured from ``NAKODO_DATABASE``. A DuckDB file is opened only for short transactions, so the
+    sensors, two import runs and a search can share it.
+    """
+
+    database: str = Field(description="A DuckDB file path or a postgresql:// URL (NAKODO_DATABASE).")
+
+    @cached_property
+    def store(self) -> Store:
+        """The store, its schema brought up to date on first use."""
+        store = open_store(self.database)
+        store.migrate()
+        return store

@@ -1,0 +1,99 @@
+"""Asks for exactly the imports the active campaigns miss: one run per 4 x 4 block or country."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+
+from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
+from nakodo_dagster.partitions import AREA, CATEGORY
+from nakodo_dagster.placement import ImportRun, campaigns_needs, import_runs
+from nakodo_dagster.resources import OvertureResource, StoreResource
+
+# A tick storm must not queue the same work twice while it runs; a failed payload may go again after this.
+SAME_WORK_HOURS = 2
+STAMP_TAG = "nakodo/stamp"
+
+
+def _launched_recently(instance: dg.DagsterInstance, run: ImportRun, now: datetime) -> bool:
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(tags={IMPORT_KEY_TAG: run.key}, created_after=now - timedelta(hours=SAME_WORK_HOURS)),
+        limit=1,
+    )
+    return bool(records)
+
+
+def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
+    west, south, east, north = run.bbox
+    return dg.RunRequest(
+        run_key=f"{run.key}@{stamp.isoformat()}",
+        run_config={"ops": {"import_block": {"config": run.payload()}}},
+        tags={
+            IMPORT_KEY_TAG: run.key,
+            STAMP_TAG: stamp.isoformat(),
+            "nakodo/box": f"{west},{south},{east},{north}",
+            "nakodo/area": run.areas[0] if run.country_code else f"{len(run.areas)} cells",
+            "nakodo/categories": ",".join(run.categories)[:200],
+        },
+    )
+
+
+def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list[dg.AddDynamicPartitionsRequest]:
+    requests = []
+    for dimension, keys in (
+        (AREA, {area for run in runs for area in run.areas}),
+        (CATEGORY, {category for run in runs for category in run.categories}),
+    ):
+        new = sorted(keys - set(instance.get_dynamic_partitions(dimension)))
+        if new:
+            requests.append(dg.AddDynamicPartitionsRequest(dimension, new))
+    return requests
+
+
+@dg.sensor(
+    job=import_places,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Reserves the (area, category) pairs active campaigns miss and launches one run per block.",
+)
+def import_sensor(
+    context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
+) -> dg.SensorResult | dg.SkipReason:
+    now = datetime.now(UTC)
+    campaigns = store.store.campaigns(active_only=True)
+    if not campaigns:
+        return dg.SkipReason("No active campaign.")
+    targetings = [c.targeting for c in campaigns]
+    categories = sorted({category for t in targetings for category in t.categories})
+    every_area, _ = campaigns_needs(targetings, [], now)
+    rows = store.store.import_rows(every_area, categories)
+    areas, needs = campaigns_needs(targetings, rows, now)
+    if overture.off_reason:
+        message = f"{len(needs.missing)} areas of business listings not loaded: {overture.off_reason}."
+        context.log.warning(message)
+        return dg.SkipReason(message)
+    if not needs.missing:
+        return dg.SkipReason(f"Nothing missing; {len(needs.coming)} areas have an import on its way.")
+    stamp = now
+    reserved = store.store.reserve(needs.missing, stamp, now)
+    runs = import_runs(reserved, areas)
+    try:
+        launch, skipped = [], []
+        for run in runs:
+            (skipped if _launched_recently(context.instance, run, now) else launch).append(run)
+        # The same payload already ran within two hours: its marks are not ours to keep.
+        store.store.take_back([pair for run in skipped for pair in run.pairs], stamp)
+        result = dg.SensorResult(
+            run_requests=[_run_request(run, stamp) for run in launch],
+            dynamic_partitions_requests=_new_partitions(context.instance, launch),
+        )
+    except Exception:
+        # Not asked for after all: the marks go, so the next tick asks again.
+        store.store.take_back([pair for run in runs for pair in run.pairs], stamp)
+        raise
+    context.log.info(
+        f"Reserved {sum(len(r.pairs) for r in runs)} pairs in {len(launch)} runs "
+        f"({len(skipped)} identical runs launched within {SAME_WORK_HOURS} h were skipped)."
+    )
+    return result
