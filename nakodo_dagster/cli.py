@@ -1,18 +1,43 @@
-"""``nakodo``: campaigns, headless runs of the Dagster definitions, results, the freshness table, samples."""
+"""``nakodo``: campaigns, headless runs of the Dagster definitions, results, the freshness table, samples.
+
+Bad input exits with code 2 and one message saying what is wrong and what is allowed, before anything is
+written; a failure that is not the input's fault (a failed import run, an unreachable Nominatim) exits with 1.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
+from tqdm import tqdm
 
+from nakodo_dagster.countries import country_name
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.export import FORMATS, check_destination, columns, write_results
+from nakodo_dagster.geocode import GeocoderUnavailable, geocode, normalise_place_name
 from nakodo_dagster.overture.cli import sample_release
-from nakodo_dagster.overture.releases import newest_release
+from nakodo_dagster.overture.releases import newest_release, resolve_release
 from nakodo_dagster.overture.sample import write_sample_release
-from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting
-from nakodo_dagster.store import Store, open_store
+from nakodo_dagster.placement import (
+    FRESH_DAYS,
+    IMPORT_HOURS,
+    RADII_KM,
+    REQUESTED,
+    RETRY_DAYS,
+    CountryLocation,
+    Location,
+    PointLocation,
+    Targeting,
+    areas_for,
+    check_categories,
+    parse_area_key,
+)
+from nakodo_dagster.store import Campaign, Store, StoreLocked, check_campaign_name, open_store
 
 DEFAULT_DATA = Path("data")
 DEMO_CAMPAIGNS = (
@@ -21,6 +46,16 @@ DEMO_CAMPAIGNS = (
     ("Swiss cafes", Targeting((CountryLocation("CH"),), ("cafe",))),
     ("Fiji restaurants", Targeting((PointLocation(-17.0, 179.97, 50),), ("restaurant",))),
 )
+# The Dagster instance `nakodo sync` makes when DAGSTER_HOME is unset; `make run` links the project's
+# dagster.yaml over it, which says the same and documents the production profile.
+DEFAULT_INSTANCE_SETTINGS = """\
+# Written by `nakodo sync`: the embedded default instance (storage in SQLite files beside this one).
+concurrency:
+  pools:
+    default_limit: 2
+telemetry:
+  enabled: false
+"""
 
 
 def database_url() -> str:
@@ -35,22 +70,37 @@ def open_configured_store() -> Store:
     return store
 
 
-class NakodoGroup(click.Group):
-    """Turns the project's InvalidInput into click's usage error: one clear message, exit code 2."""
+class _ClearErrors:
+    """Bad input becomes click's usage error (exit 2, the command's own usage); an unavailable service exit 1."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except InvalidInput as exc:
             raise click.UsageError(str(exc), ctx) from exc
+        except (GeocoderUnavailable, StoreLocked) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+class NakodoCommand(_ClearErrors, click.Command):
+    """A ``nakodo`` command."""
+
+
+class NakodoGroup(_ClearErrors, click.Group):
+    """A ``nakodo`` group: its commands and groups report errors the same way."""
+
+    command_class = NakodoCommand
+    group_class = type
 
 
 @click.group(cls=NakodoGroup)
 def main() -> None:
     """Business listings from Overture Maps for outreach campaigns.
 
-    Configured by NAKODO_DATABASE (a DuckDB file or a postgresql:// URL), NAKODO_OVERTURE_ROOT (a folder
-    or an s3:// prefix of releases; unset: imports off) and NAKODO_OVERTURE_RELEASE (default: the newest).
+    Configured by NAKODO_DATABASE (a DuckDB file or a postgresql:// URL; default data/nakodo.duckdb),
+    NAKODO_OVERTURE_ROOT (a folder or an s3:// prefix of releases; unset: imports off),
+    NAKODO_OVERTURE_RELEASE (default: the newest), AWS_ENDPOINT_URL (an S3-compatible endpoint) and
+    NAKODO_NOMINATIM_URL (default: OpenStreetMap's public Nominatim).
     """
 
 
@@ -73,3 +123,403 @@ def demo() -> None:
         for name, targeting in DEMO_CAMPAIGNS:
             click.echo(f"Demo campaign {store.add_campaign(name, targeting)}: {name}")
     click.echo(f"Store ready: {database_url()}")
+
+
+# Campaigns
+
+
+def describe_location(location: Location) -> str:
+    """A location as people read it: ``53.7997,-1.5492 within 25 km`` or ``CH (Switzerland)``."""
+    if isinstance(location, PointLocation):
+        return f"{location.lat:g},{location.lng:g} within {location.radius_km} km"
+    return f"{location.country_code} ({country_name(location.country_code)})"
+
+
+@dataclass(frozen=True)
+class LocationRequest:
+    """A location as typed, checked: ready, or a place name still to look up with its radius."""
+
+    location: Location | None = None
+    place_name: str | None = None
+    radius_km: int | None = None
+
+    def resolve(self, store: Store) -> Location:
+        """The location, looking the place name up (once ever, then from the store) if there is one."""
+        if self.location is not None:
+            return self.location
+        place, kept = geocode(store, self.place_name)
+        origin = "known from an earlier look-up" if kept else "looked up in OpenStreetMap"
+        click.echo(f"{self.place_name!r} is {place.display_name} ({place.lat:g},{place.lng:g}), {origin}")
+        return PointLocation(place.lat, place.lng, self.radius_km)
+
+
+def parse_at(text: str) -> tuple[float, float]:
+    """``LAT,LNG`` in decimal degrees as two numbers (their ranges are the policy's to check)."""
+    parts = text.split(",")
+    try:
+        if len(parts) == 2:
+            return float(parts[0]), float(parts[1])
+    except ValueError:
+        pass
+    raise InvalidInput(f"--at {text!r} is not allowed: use LAT,LNG in decimal degrees, e.g. --at 53.7997,-1.5492")
+
+
+def parse_location(near: str | None, at: str | None, country: str | None, radius_km: str | None) -> LocationRequest:
+    """Exactly one of --near, --at or --country, a radius with a point and none with a country; checked fully."""
+    given = [name for name, value in (("--near", near), ("--at", at), ("--country", country)) if value is not None]
+    radii = ", ".join(str(r) for r in RADII_KM)
+    if len(given) != 1:
+        raise InvalidInput(
+            f"give exactly one location, not {' and '.join(given) or 'none'}: "
+            "--near PLACE or --at LAT,LNG with --radius-km R, or --country CC"
+        )
+    if country is not None:
+        if radius_km is not None:
+            raise InvalidInput("--radius-km goes with --near or --at; a --country is taken whole")
+        return LocationRequest(CountryLocation(country.strip().upper()))
+    if radius_km is None:
+        raise InvalidInput(f"--radius-km is needed with {given[0]}; allowed: {radii}")
+    if at is not None:
+        return LocationRequest(PointLocation(*parse_at(at), int(radius_km)))
+    normalise_place_name(near)
+    return LocationRequest(place_name=near, radius_km=int(radius_km))
+
+
+def location_options(command: Callable) -> Callable:
+    """The options that name one location, shared by ``campaign add`` and ``campaign add-location``."""
+    options = (
+        click.option("--near", metavar="PLACE", help="A place name, looked up once in OpenStreetMap's Nominatim."),
+        click.option("--at", metavar="LAT,LNG", help="A centre in decimal degrees, e.g. 53.7997,-1.5492."),
+        click.option(
+            "--radius-km",
+            type=click.Choice([str(r) for r in RADII_KM]),
+            help="The radius around --near or --at, in km.",
+        ),
+        click.option("--country", metavar="CC", help="A whole country by ISO 3166-1 alpha-2 code, e.g. FR."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@main.group()
+def campaign() -> None:
+    """Campaigns: where to look (points with a radius, or countries) and for which kinds of business."""
+
+
+@campaign.command("add")
+@click.option("--name", required=True, help="What the campaign is called (1 to 200 characters).")
+@location_options
+@click.option(
+    "--category",
+    "categories",
+    multiple=True,
+    metavar="C",
+    help="An Overture category such as cafe or italian_restaurant; repeat for several.",
+)
+def campaign_add(
+    name: str, near: str | None, at: str | None, radius_km: str | None, country: str | None, categories: tuple[str, ...]
+) -> None:
+    """Create an active campaign; its id is printed on the last line.
+
+    \b
+    nakodo campaign add --name "Leeds cafes" --near Leeds --radius-km 25 --category cafe --category pub
+    nakodo campaign add --name "Leeds cafes" --at 53.7997,-1.5492 --radius-km 25 --category cafe
+    nakodo campaign add --name "Swiss cafes" --country CH --category cafe
+    """
+    name = check_campaign_name(name)
+    categories = check_categories(categories)
+    request = parse_location(near, at, country, radius_km)
+    store = open_configured_store()
+    targeting = Targeting((request.resolve(store),), categories)
+    campaign_id = store.add_campaign(name, targeting)
+    click.echo(f"Campaign {name!r}: {describe_location(targeting.locations[0])}; {', '.join(categories)}")
+    click.echo(campaign_id)
+
+
+@campaign.command("add-location")
+@click.argument("campaign_id", type=int)
+@location_options
+def campaign_add_location(
+    campaign_id: int, near: str | None, at: str | None, radius_km: str | None, country: str | None
+) -> None:
+    """Add a location to campaign CAMPAIGN_ID: its next sync imports and searches there too.
+
+    \b
+    nakodo campaign add-location 3 --near York --radius-km 10
+    nakodo campaign add-location 3 --country IE
+    """
+    request = parse_location(near, at, country, radius_km)
+    store = open_configured_store()
+    # An unknown campaign is refused before a place name costs a look-up.
+    store.campaign(campaign_id)
+    location = request.resolve(store)
+    store.add_campaign_location(campaign_id, location)
+    click.echo(f"Campaign {campaign_id} now also targets {describe_location(location)}")
+
+
+def _locations(campaign: Campaign) -> str:
+    return "; ".join(describe_location(location) for location in campaign.targeting.locations)
+
+
+@campaign.command("list")
+def campaign_list() -> None:
+    """Every campaign, oldest first: id, status, name, locations and categories."""
+    campaigns = open_configured_store().campaigns()
+    if not campaigns:
+        click.echo("No campaigns yet: `nakodo campaign add --help` shows how to add one.")
+        return
+    rows = [[c.id, c.status, c.name, _locations(c), ", ".join(c.targeting.categories)] for c in campaigns]
+    click.echo(columns(["id", "status", "name", "locations", "categories"], rows), nl=False)
+
+
+@campaign.command("show")
+@click.argument("campaign_id", type=int)
+def campaign_show(campaign_id: int) -> None:
+    """One campaign: its locations, categories, the areas it needs and how many businesses it has."""
+    store = open_configured_store()
+    campaign = store.campaign(campaign_id)
+    areas = areas_for(campaign.targeting)
+    countries = sum(1 for key in areas if key.startswith("country:"))
+    lines = [
+        f"Campaign {campaign.id}: {campaign.name}",
+        f"status: {campaign.status}",
+        f"created: {campaign.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
+        f"categories: {', '.join(campaign.targeting.categories)}",
+        "locations:",
+        *(f"  {describe_location(location)}" for location in campaign.targeting.locations),
+        f"areas: {len(areas) - countries} cells of 0.5 degree, {countries} countries",
+        f"businesses: {len(store.campaign_results(campaign.id))}",
+    ]
+    click.echo("\n".join(lines))
+
+
+@campaign.command("pause")
+@click.argument("campaign_id", type=int)
+def campaign_pause(campaign_id: int) -> None:
+    """Stop a campaign's imports and searches until it is resumed; its businesses stay."""
+    open_configured_store().set_campaign_status(campaign_id, "paused")
+    click.echo(f"Campaign {campaign_id} paused")
+
+
+@campaign.command("resume")
+@click.argument("campaign_id", type=int)
+def campaign_resume(campaign_id: int) -> None:
+    """Let a paused campaign's imports and searches run again."""
+    open_configured_store().set_campaign_status(campaign_id, "active")
+    click.echo(f"Campaign {campaign_id} active")
+
+
+# Headless runs
+
+
+def dagster_home() -> Path:
+    """DAGSTER_HOME if set, else data/dagster_home, created with the embedded default's settings on first use."""
+    configured = os.environ.get("DAGSTER_HOME")
+    if configured:
+        home = Path(configured).absolute()
+        if not home.is_dir():
+            raise InvalidInput(
+                f"DAGSTER_HOME {configured!r} is not a folder: create it, or unset it to use data/dagster_home"
+            )
+    else:
+        home = (DEFAULT_DATA / "dagster_home").absolute()
+        home.mkdir(parents=True, exist_ok=True)
+        settings = home / "dagster.yaml"
+        if not settings.is_symlink() and not settings.exists():
+            settings.write_text(DEFAULT_INSTANCE_SETTINGS, encoding="utf-8")
+    # Dagster wants an absolute DAGSTER_HOME; the import and search runs in this process read it.
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+@main.command()
+@click.option("--campaign", "campaign_id", type=int, help="Only this campaign [default: every active campaign].")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=click.FloatRange(min=0),
+    default=600,
+    show_default=True,
+    help="Seconds to keep waiting for imports before stopping (the next sync carries on).",
+)
+def sync(campaign_id: int | None, wait_seconds: float) -> None:
+    """Run the Dagster definitions headless: import what the campaigns need, then search them.
+
+    In this process and without a daemon: the import sensor's ticks, the import runs they ask for (two at a
+    time) and each campaign's search, all recorded in the Dagster instance at DAGSTER_HOME (default
+    data/dagster_home), so the UI shows them later. Stops when no campaign waits on an import, when imports
+    are off, or after --wait seconds. Exits with 1 if an import run failed.
+    """
+    store = open_configured_store()
+    root = os.environ.get("NAKODO_OVERTURE_ROOT", "").strip()
+    release = os.environ.get("NAKODO_OVERTURE_RELEASE", "").strip()
+    if campaign_id is not None:
+        store.campaign(campaign_id)
+    elif not store.campaigns(active_only=True):
+        click.echo("No active campaign to sync: `nakodo campaign add --help` shows how to add one.")
+        return
+    if root:
+        click.echo(f"Importing from release {resolve_release(root, release or None)} under {root}")
+    else:
+        click.echo(
+            "Warning: imports are off because NAKODO_OVERTURE_ROOT isn't set: the search works on what is already "
+            "loaded and no import is asked for.",
+            err=True,
+        )
+    home = dagster_home()
+    # Dagster takes seconds to import: only this command pays for it.
+    import dagster as dg
+
+    from nakodo_dagster.headless import SyncReport
+    from nakodo_dagster.headless import sync as headless_sync
+    from nakodo_dagster.resources import OvertureResource, StoreResource
+
+    def on_step(message: str, report: SyncReport) -> None:
+        bar.set_description_str(message, refresh=False)
+        bar.set_postfix_str(
+            f"{report.import_runs} runs ({len(report.failed_runs)} failed), {report.searches} searches, "
+            f"{report.businesses_added} businesses added, {report.pending} areas pending"
+        )
+        bar.update()
+
+    with (
+        dg.DagsterInstance.get() as instance,
+        tqdm(file=sys.stderr, unit=" steps", bar_format="{desc}{postfix} [{elapsed}]") as bar,
+    ):
+        report = headless_sync(
+            instance,
+            StoreResource(database=database_url()),
+            OvertureResource(root=root, release=release),
+            campaign_id=campaign_id,
+            wait_seconds=wait_seconds,
+            on_step=on_step,
+        )
+    click.echo(
+        f"Synced: {report.import_runs} import runs ({len(report.failed_runs)} failed), {report.searches} searches, "
+        f"{report.businesses_added} businesses added, {report.pending} areas still pending. Runs are in {home}."
+    )
+    if report.pending and not report.imports_off:
+        click.echo(f"Imports still on their way after {wait_seconds:g} s: run `nakodo sync` again later.")
+    if report.failed_runs:
+        raise click.ClickException(
+            f"{len(report.failed_runs)} import runs failed (boxes {'; '.join(report.failed_runs)}): their pairs "
+            f"are not asked for again for {RETRY_DAYS} days; `nakodo imports status` shows them and "
+            "`nakodo imports retry AREA CATEGORY` overrides the block"
+        )
+
+
+# Results
+
+
+@main.command()
+@click.argument("campaign_id", type=int)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE instead of the terminal (needed for geoparquet).",
+)
+def results(campaign_id: int, fmt: str, output: Path | None) -> None:
+    """A campaign's businesses, nearest first (those matched by a whole country last).
+
+    CSV has a header row: id, name, category, lat, lng, distance_km, address, websites, phones, country
+    (websites and phones joined by "; "). GeoJSON is a FeatureCollection of points; GeoParquet is written
+    with geopandas in WGS84.
+    """
+    check_destination(fmt, output)
+    businesses = open_configured_store().campaign_results(campaign_id)
+    write_results(businesses, fmt, click.get_text_stream("stdout"), output)
+    if output is not None:
+        click.echo(f"Wrote {len(businesses)} businesses to {output}")
+    if not businesses:
+        click.echo(f"Campaign {campaign_id} has no businesses yet: `nakodo sync` imports and searches.", err=True)
+
+
+# The freshness table
+
+
+@main.group()
+def imports() -> None:
+    """The freshness table, place_imports: what is loaded, on its way or failed, per (area, category)."""
+
+
+@imports.command("status")
+def imports_status() -> None:
+    """Per category: pairs fresh, on their way, failed and stale, and the oldest release still loaded."""
+    now = datetime.now(UTC)
+    statuses = open_configured_store().import_status(now)
+    if not statuses:
+        click.echo("Nothing imported or asked for yet.")
+        return
+    rows = [
+        [
+            s.category,
+            s.fresh,
+            s.coming,
+            s.failed,
+            s.stale,
+            f"{s.oldest_release_at:%Y-%m-%d} ({(now - s.oldest_release_at).days} days ago)"
+            if s.oldest_release_at
+            else "-",
+        ]
+        for s in statuses
+    ]
+    click.echo(columns(["category", "fresh", "on their way", "failed", "stale", "oldest loaded"], rows), nl=False)
+    click.echo(
+        f"fresh: loaded less than {FRESH_DAYS} days ago. on their way: asked for less than {IMPORT_HOURS} h ago. "
+        f"failed: asked for longer ago and never loaded, not asked again for {RETRY_DAYS} days "
+        f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, imported again when a campaign "
+        "needs it."
+    )
+
+
+@imports.command("retry")
+@click.argument("area")
+@click.argument("category")
+def imports_retry(area: str, category: str) -> None:
+    """Override the 7-day block on a failed import of AREA and CATEGORY.
+
+    The failed import's mark is deleted, so the pair is missing again: the next import sensor tick or
+    `nakodo sync` imports it (in the same runs as anything else missing, two at a time). AREA is a key such
+    as cell:53.5,-2 or country:FR, as `dagster` and `imports status` show them; CATEGORY e.g. cafe.
+    """
+    area = parse_area_key(area).key
+    (category,) = check_categories([category])
+    store = open_configured_store()
+    now = datetime.now(UTC)
+    forgotten = store.forget_failed_import(area, category, now)
+    if forgotten is not None:
+        click.echo(
+            f"Forgot the failed import of {category} in {area} (asked for {forgotten.imported_at:%Y-%m-%d %H:%M} "
+            "UTC): the next import sensor tick or `nakodo sync` imports it again."
+        )
+        return
+    rows = store.import_rows([area], [category])
+    if not rows:
+        click.echo(
+            f"{category} in {area} was never imported nor asked for: the next sync imports it if a campaign needs it."
+        )
+        return
+    (row,) = rows
+    age = now - row.imported_at
+    if row.release == REQUESTED:
+        raise click.ClickException(
+            f"an import of {category} in {area} is on its way (asked for {_hours(age)} ago); it counts as failed "
+            f"after {IMPORT_HOURS} h, and only then can it be retried"
+        )
+    if age >= timedelta(days=FRESH_DAYS):
+        click.echo(f"{category} in {area} is stale (release {row.release}): the next sync imports it again.")
+        return
+    raise click.ClickException(
+        f"{category} in {area} did not fail: release {row.release} was loaded {age.days} days ago. To re-import a "
+        "loaded pair on purpose, materialise its places partition in the Dagster UI"
+    )
+
+
+def _hours(age: timedelta) -> str:
+    return f"{age.total_seconds() / 3600:.1f} h"
+
+
+if __name__ == "__main__":
+    main()

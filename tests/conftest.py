@@ -22,15 +22,14 @@ def _admin_connection():
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database of its own, dropped afterwards."""
     name = f"nakodo_test_{uuid.uuid4().hex[:12]}"
-    with _admin_connection() as admin, admin.cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    admin = _admin_connection()
     try:
-        yield f"{base}/{name}"
-    finally:
-        admin = _admin_connection()
+        with admin.cursor() as cursor:
+            cursor.execute(f'CREATE DATABASE "{name}"')
+        yield f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
         with admin.cursor() as cursor:
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
         admin.close()
 
 

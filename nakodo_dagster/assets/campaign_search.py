@@ -1,7 +1,5 @@
 """A campaign's businesses, nearest first, added from whatever has landed while the rest is fetched."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from datetime import UTC, datetime
 

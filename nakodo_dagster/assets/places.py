@@ -1,7 +1,5 @@
 """Overture's businesses, one partition per (area, category), imported a block or a country per run."""
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -51,8 +49,9 @@ def _pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict:
         "box": f"{west}, {south}, {east}, {north}",
         "run_areas": len(outcome.run.areas),
         "run_categories": ", ".join(outcome.run.categories),
-        "rows_read": outcome.read.rows_read,
-        "bytes_read": outcome.read.bytes_read,
+        "rows_read": outcome.read.stats.rows,
+        "bytes_read": outcome.read.stats.bytes_read,
+        "requests": outcome.read.stats.requests,
         "seconds": round(outcome.seconds, 3),
     }
 

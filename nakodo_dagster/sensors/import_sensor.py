@@ -1,15 +1,15 @@
 """Asks for exactly the imports the active campaigns miss: one run per 4 x 4 block or country."""
 
-from __future__ import annotations
-
+import logging
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
 from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY
-from nakodo_dagster.placement import ImportRun, campaigns_needs, import_runs
+from nakodo_dagster.placement import ImportRun, campaigns_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.store import Campaign, Store
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again after this.
 SAME_WORK_HOURS = 2
@@ -51,6 +51,50 @@ def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list
     return requests
 
 
+def request_import_runs(
+    instance: dg.DagsterInstance,
+    store: Store,
+    off_reason: str | None,
+    campaigns: list[Campaign],
+    now: datetime,
+    log: logging.Logger,
+) -> dg.SensorResult | dg.SkipReason:
+    """Reserve what the campaigns miss and ask for one run per block or country; on failure take it back."""
+    if not campaigns:
+        return dg.SkipReason("No active campaign.")
+    targetings = [c.targeting for c in campaigns]
+    categories = sorted({category for t in targetings for category in t.categories})
+    every_area, _ = campaigns_needs(targetings, [], now)
+    areas, needs = campaigns_needs(targetings, store.import_rows(every_area, categories), now)
+    if off_reason:
+        message = f"{len(needs.missing)} areas of business listings not loaded: {off_reason}."
+        log.warning(message)
+        return dg.SkipReason(message)
+    if not needs.missing:
+        return dg.SkipReason(f"Nothing missing; {len(needs.coming)} areas have an import on its way.")
+    reservation = store.reserve_runs(needs.missing, areas, now)
+    runs, stamp = reservation.runs, reservation.stamp
+    try:
+        launch, skipped = [], []
+        for run in runs:
+            (skipped if _launched_recently(instance, run, now) else launch).append(run)
+        # The same payload already ran within two hours: its marks are not ours to keep.
+        store.take_back([pair for run in skipped for pair in run.pairs], stamp)
+        result = dg.SensorResult(
+            run_requests=[_run_request(run, stamp) for run in launch],
+            dynamic_partitions_requests=_new_partitions(instance, launch),
+        )
+    except Exception:
+        # Not asked for after all: the marks go, so the next tick asks again.
+        store.take_back([pair for run in runs for pair in run.pairs], stamp)
+        raise
+    log.info(
+        f"Reserved {sum(len(r.pairs) for r in runs)} pairs in {len(launch)} runs "
+        f"({len(skipped)} identical runs launched within {SAME_WORK_HOURS} h were skipped)."
+    )
+    return result
+
+
 @dg.sensor(
     job=import_places,
     minimum_interval_seconds=30,
@@ -60,40 +104,11 @@ def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list
 def import_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
 ) -> dg.SensorResult | dg.SkipReason:
-    now = datetime.now(UTC)
-    campaigns = store.store.campaigns(active_only=True)
-    if not campaigns:
-        return dg.SkipReason("No active campaign.")
-    targetings = [c.targeting for c in campaigns]
-    categories = sorted({category for t in targetings for category in t.categories})
-    every_area, _ = campaigns_needs(targetings, [], now)
-    rows = store.store.import_rows(every_area, categories)
-    areas, needs = campaigns_needs(targetings, rows, now)
-    if overture.off_reason:
-        message = f"{len(needs.missing)} areas of business listings not loaded: {overture.off_reason}."
-        context.log.warning(message)
-        return dg.SkipReason(message)
-    if not needs.missing:
-        return dg.SkipReason(f"Nothing missing; {len(needs.coming)} areas have an import on its way.")
-    stamp = now
-    reserved = store.store.reserve(needs.missing, stamp, now)
-    runs = import_runs(reserved, areas)
-    try:
-        launch, skipped = [], []
-        for run in runs:
-            (skipped if _launched_recently(context.instance, run, now) else launch).append(run)
-        # The same payload already ran within two hours: its marks are not ours to keep.
-        store.store.take_back([pair for run in skipped for pair in run.pairs], stamp)
-        result = dg.SensorResult(
-            run_requests=[_run_request(run, stamp) for run in launch],
-            dynamic_partitions_requests=_new_partitions(context.instance, launch),
-        )
-    except Exception:
-        # Not asked for after all: the marks go, so the next tick asks again.
-        store.store.take_back([pair for run in runs for pair in run.pairs], stamp)
-        raise
-    context.log.info(
-        f"Reserved {sum(len(r.pairs) for r in runs)} pairs in {len(launch)} runs "
-        f"({len(skipped)} identical runs launched within {SAME_WORK_HOURS} h were skipped)."
+    return request_import_runs(
+        context.instance,
+        store.store,
+        overture.off_reason,
+        store.store.campaigns(active_only=True),
+        datetime.now(UTC),
+        context.log,
     )
-    return result

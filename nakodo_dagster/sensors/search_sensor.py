@@ -1,7 +1,5 @@
 """Brings each campaign's search back while its imports land, without holding a run slot in between."""
 
-from __future__ import annotations
-
 import json
 from datetime import UTC, datetime
 
@@ -15,7 +13,6 @@ from nakodo_dagster.resources import OvertureResource, StoreResource
 campaign_search_job = dg.define_asset_job(
     "campaign_search_job",
     selection=[CAMPAIGN_SEARCH],
-    partitions_def=CAMPAIGN_PARTITIONS,
     description="Add one campaign's newly loaded businesses.",
 )
 

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from overture_helpers import CURRENT as RELEASE
+
 from nakodo_dagster.overture.sample import write_sample_release
-
 from nakodo_dagster.resources import OvertureResource, StoreResource
-
-RELEASE = "2026-11-18.0"
 
 
 @pytest.fixture(scope="session")

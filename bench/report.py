@@ -1,0 +1,158 @@
+"""bench/results.md (a table a person reads) and bench/results.json (every figure, ratios and targets)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+READER_NAMES = {
+    "index": "this project (row-group index)",
+    "duckdb": "naive DuckDB (read_parquet + bbox)",
+    "pyarrow": "pyarrow dataset + bbox (overturemaps-py)",
+}
+# The issue's targets for cases (a) and (b).
+TARGET_VS_DUCKDB = 10.0
+TARGET_VS_PYARROW = 3.0
+TARGET_FLOOR = 1.5
+POLICY_TARGET_S = 5.0
+
+
+def _median(samples: list[dict], key: str) -> float:
+    return float(statistics.median(sample[key] for sample in samples))
+
+
+def summarise(results: dict) -> dict:
+    """Medians per case and reader, and the ratios the targets are about."""
+    summary = {}
+    for name, case in results["cases"].items():
+        readers = {
+            reader: {key: _median(case[reader], key) for key in ("seconds", "requests", "bytes", "peak_mb", "rows")}
+            for reader in READER_NAMES
+        }
+        index = readers["index"]
+        ratios = {
+            "duckdb_over_index_time": readers["duckdb"]["seconds"] / index["seconds"],
+            "pyarrow_over_index_time": readers["pyarrow"]["seconds"] / index["seconds"],
+            "index_bytes_over_floor": index["bytes"] / case["floor_bytes"] if case["floor_bytes"] else None,
+        }
+        targets = None
+        if name in ("a", "b"):
+            targets = {
+                "10x_faster_than_duckdb": ratios["duckdb_over_index_time"] >= TARGET_VS_DUCKDB,
+                "3x_faster_than_pyarrow": ratios["pyarrow_over_index_time"] >= TARGET_VS_PYARROW,
+                "bytes_within_1.5x_floor": ratios["index_bytes_over_floor"] <= TARGET_FLOOR,
+            }
+        summary[name] = {"readers": readers, "floor_bytes": case["floor_bytes"], "ratios": ratios, "targets": targets}
+    ticks = results["policy"]
+    summary["policy_target_met"] = max(ticks["first_tick"]["seconds"], ticks["next_tick"]["seconds"]) < POLICY_TARGET_S
+    return summary
+
+
+def _mb(value: float) -> str:
+    return f"{value / 1e6:,.2f} MB"
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def _targets_line(numbers: dict) -> str:
+    ratios, targets = numbers["ratios"], numbers["targets"]
+    return (
+        f"Targets: {ratios['duckdb_over_index_time']:.1f}x faster than naive DuckDB "
+        f"(target ≥{TARGET_VS_DUCKDB:g}x: {_verdict(targets['10x_faster_than_duckdb'])}); "
+        f"{ratios['pyarrow_over_index_time']:.1f}x faster than pyarrow "
+        f"(target ≥{TARGET_VS_PYARROW:g}x: {_verdict(targets['3x_faster_than_pyarrow'])}); "
+        f"{ratios['index_bytes_over_floor']:.2f}x the floor's bytes "
+        f"(target ≤{TARGET_FLOOR:g}x: {_verdict(targets['bytes_within_1.5x_floor'])})."
+    )
+
+
+def write_results(results: dict, folder: Path) -> None:
+    """Write results.json and results.md into ``folder``."""
+    results = results | {"summary": summarise(results)}
+    (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    parameters = results["parameters"]
+    summary = results["summary"]
+    lines = [
+        "# Benchmark: reading Overture places over S3",
+        "",
+        f"Written by `make bench` on {results['when']} ({results['machine']['cpus']} CPUs, "
+        f"{results['machine']['platform']}); every figure is in `results.json`.",
+        "",
+        f"Release: {parameters['rows']:,} places in {parameters['files']} files of {parameters['row_groups_per_file']} "
+        f"row groups ({_mb(parameters['release_bytes'])}), Overture's shape, served by moto on loopback behind a "
+        f"proxy adding {parameters['latency_ms']:g} ms to every request"
+        + (
+            f" and capping each response at {parameters['bandwidth_mbps']:g} MB/s"
+            if parameters["bandwidth_mbps"]
+            else ""
+        )
+        + f". Each read runs in a fresh process; wall time is the median of {parameters['repeat']} runs; requests "
+        "and bytes are counted at the proxy; peak memory is the process's maximum resident set.",
+        "",
+        f"Index build (once per release, reused by every run and process): {results['index_build']['seconds']:.2f} s, "
+        f"{results['index_build']['requests']} requests, {_mb(results['index_build']['bytes'])}.",
+        "",
+    ]
+    for name, case in results["cases"].items():
+        numbers = summary[name]
+        lines += [
+            f"## ({name}) {case['title']}",
+            "",
+            f"{case['runs']} import run(s). Floor (the query's columns of the row groups meeting the box): "
+            f"{_mb(numbers['floor_bytes'])}.",
+            "",
+            "| reader | wall time | vs this project | HTTP requests | bytes fetched | vs floor | peak memory | rows |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        index_seconds = numbers["readers"]["index"]["seconds"]
+        for reader, label in READER_NAMES.items():
+            figures = numbers["readers"][reader]
+            lines.append(
+                f"| {label} | {figures['seconds']:.2f} s | {figures['seconds'] / index_seconds:.1f}x | "
+                f"{figures['requests']:,.0f} | {_mb(figures['bytes'])} | "
+                f"{figures['bytes'] / numbers['floor_bytes']:.2f}x | {figures['peak_mb']:,.0f} MB | "
+                f"{figures['rows']:,.0f} |"
+            )
+        lines.append(f"| floor | | | | {_mb(numbers['floor_bytes'])} | 1.00x | | |")
+        lines.append("")
+        if numbers["targets"]:
+            lines += [_targets_line(numbers), ""]
+    search = results["search"]
+    lines += [
+        "## (d) campaign search over loaded places (DuckDB store)",
+        "",
+        f"{search['places_loaded']:,} places loaded in {search['areas']} cells ({search['load_s']:.1f} s through "
+        "`Store.write_import`); one 200 km campaign with 5 categories.",
+        "",
+        "| search | wall time | businesses added |",
+        "|---|---:|---:|",
+        f"| first (everything new) | {search['first_search_s']:.2f} s | {search['first_search_added']:,} |",
+        f"| next (nothing new) | {search['next_search_s']:.2f} s | {search['next_search_added']:,} |",
+        "",
+    ]
+    policy = results["policy"]
+    lines += [
+        "## Policy at scale: one import-sensor tick on PostgreSQL",
+        "",
+        f"{policy['campaigns']:,} campaigns of {policy['radius_km']} km with {policy['categories_per_campaign']} "
+        f"categories each; target under {POLICY_TARGET_S:g} s a tick "
+        f"({_verdict(summary['policy_target_met'])}).",
+        "",
+        "| tick | total | areas | freshness rows read | missing pairs | runs reserved | areas & needs | "
+        "import_rows | reserve |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, tick in (
+        ("first (all missing)", policy["first_tick"]),
+        ("next (all on their way)", policy["next_tick"]),
+    ):
+        lines.append(
+            f"| {label} | {tick['seconds']:.2f} s | {tick['areas']:,} | {tick['rows_read']:,} | "
+            f"{tick['missing_pairs']:,} | {tick['reserved_runs']:,} | {tick['areas_s'] + tick['needs_s']:.2f} s | "
+            f"{tick['import_rows_s']:.2f} s | {tick['reserve_s']:.2f} s |"
+        )
+    lines.append("")
+    (folder / "results.md").write_text("\n".join(lines))

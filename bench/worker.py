@@ -1,0 +1,73 @@
+"""One measured read in a fresh process: ``python -m bench.worker '<json>'`` prints the read's figures as JSON.
+
+A fresh process per read keeps every reader cold (no footer cached from an earlier read) and makes its peak
+memory its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from nakodo_dagster.overture.duck import s3_secret
+from nakodo_dagster.overture.index import build_index
+from nakodo_dagster.overture.reader import read_places
+from nakodo_dagster.placement import ImportRun
+
+# At most two import runs execute at once, as Dagster's queue allows.
+CONCURRENT_RUNS = 2
+
+
+def pyarrow_rows(run: ImportRun, root: str, release: str) -> int:
+    """The run's box read as overturemaps-py reads it: a pyarrow dataset over S3, every column, a bbox filter."""
+    settings = s3_secret(os.environ)[1]
+    filesystem = pafs.S3FileSystem(
+        anonymous=True,
+        region=settings["region"],
+        endpoint_override=settings["endpoint"],
+        scheme="https" if settings["use_ssl"] else "http",
+    )
+    folder = f"{root.removeprefix('s3://')}/{release}/theme=places/type=place"
+    dataset = ds.dataset(folder, filesystem=filesystem, format="parquet")
+    west, south, east, north = run.bbox
+    condition = (
+        (ds.field("bbox", "xmin") <= east)
+        & (ds.field("bbox", "xmax") >= west)
+        & (ds.field("bbox", "ymin") <= north)
+        & (ds.field("bbox", "ymax") >= south)
+    )
+    return sum(batch.num_rows for batch in dataset.to_batches(filter=condition))
+
+
+def measure(spec: dict) -> dict:
+    """Run one reader over a case's runs, two at a time; the read's wall time, rows and peak memory."""
+    if spec["reader"] == "build":
+        started = time.perf_counter()
+        index, _ = build_index(spec["root"], spec["release"], spec["index_dir"])
+        seconds = time.perf_counter() - started
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {"seconds": seconds, "rows": len(index.row_groups), "peak_mb": peak}
+    runs = [ImportRun.from_payload(payload) for payload in spec["runs"]]
+    index_dir = spec["index_dir"] if spec["reader"] == "index" else None
+
+    def rows(run: ImportRun) -> int:
+        if spec["reader"] == "pyarrow":
+            return pyarrow_rows(run, spec["root"], spec["release"])
+        return read_places(run, spec["root"], spec["release"], index_dir=index_dir).table.num_rows
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
+        total = sum(pool.map(rows, runs))
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "rows": total, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(json.loads(sys.argv[1]))))

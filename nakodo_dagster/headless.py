@@ -1,0 +1,89 @@
+"""The Dagster definitions run in-process, no daemon: sensor ticks, the runs they ask for, the searches."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search
+from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
+from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.sensors.import_sensor import request_import_runs
+
+log = logging.getLogger("nakodo_dagster")
+
+
+@dataclass
+class SyncReport:
+    """What a headless sync did: runs executed and failed, businesses added, areas still pending."""
+
+    import_runs: int = 0
+    failed_runs: list[str] = field(default_factory=list)
+    searches: int = 0
+    businesses_added: int = 0
+    pending: int = 0
+    imports_off: str | None = None
+
+
+def _apply_partitions(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    for request in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+
+def _execute_import(instance: dg.DagsterInstance, resources: dict, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    return import_places.execute_in_process(
+        run_config=request.run_config, instance=instance, tags=request.tags, resources=resources, raise_on_error=False
+    )
+
+
+def sync(
+    instance: dg.DagsterInstance,
+    store: StoreResource,
+    overture: OvertureResource,
+    campaign_id: int | None = None,
+    wait_seconds: float = 600,
+    on_step: Callable[[str, SyncReport], None] = lambda message, report: None,
+) -> SyncReport:
+    """Import what the campaigns need and search them until nothing is pending, imports are off, or time is up."""
+    resources = {"store": store, "overture": overture}
+    report = SyncReport(imports_off=overture.off_reason)
+    if campaign_id is not None:
+        campaigns = [store.store.campaign(campaign_id)]
+    else:
+        campaigns = store.store.campaigns(active_only=True)
+    instance.add_dynamic_partitions(CAMPAIGN_PARTITIONS.name, [str(c.id) for c in campaigns])
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        result = request_import_runs(instance, store.store, overture.off_reason, campaigns, datetime.now(UTC), log)
+        requests = result.run_requests if isinstance(result, dg.SensorResult) else []
+        if isinstance(result, dg.SensorResult):
+            _apply_partitions(instance, result)
+        on_step(f"{len(requests)} import runs to execute", report)
+        # One at a time: Dagster's in-process execution captures logs globally and is not safe across threads.
+        for request in requests:
+            outcome = _execute_import(instance, resources, request)
+            report.import_runs += 1
+            if not outcome.success:
+                report.failed_runs.append(request.tags.get("nakodo/box", request.run_key or ""))
+            on_step(f"import {request.tags.get('nakodo/area')} {'ok' if outcome.success else 'FAILED'}", report)
+        report.pending = 0
+        for campaign in campaigns:
+            searched = dg.materialize(
+                [campaign_search], partition_key=str(campaign.id), instance=instance, resources=resources
+            )
+            metadata = searched.asset_materializations_for_node("campaign_search")[0].metadata
+            report.searches += 1
+            report.businesses_added += metadata["businesses_added"].value
+            report.pending += campaign_progress(store.store, campaign, overture.off_reason, datetime.now(UTC)).pending
+        on_step(f"{report.pending} areas pending", report)
+        if report.pending == 0 or overture.off_reason or time.monotonic() > deadline:
+            return report
+        if not requests:
+            # Imports someone else launched are on their way: look again shortly instead of spinning.
+            time.sleep(2)

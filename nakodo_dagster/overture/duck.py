@@ -1,0 +1,66 @@
+"""The one way this project opens DuckDB on an Overture root: in memory, nothing downloaded, S3 from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import duckdb
+import duckdb_extension_httpfs
+
+from nakodo_dagster.errors import InvalidInput
+
+# No machine here reaches the internet: httpfs comes from its PyPI package, at duckdb's exact version.
+HTTPFS_EXTENSION = (
+    Path(duckdb_extension_httpfs.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
+)
+# Overture's public bucket lives in us-west-2.
+DEFAULT_REGION = "us-west-2"
+
+
+def is_s3(root: str) -> bool:
+    """Whether a root is an S3 prefix rather than a local folder."""
+    return str(root).startswith("s3://")
+
+
+def connect(root: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that can read ``root``: for ``s3://`` roots, httpfs and an S3 secret.
+
+    The endpoint is the AWS SDKs' ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (path-style, as MinIO,
+    R2 and the loopback test server need); access is anonymous, as for Overture's public bucket, unless
+    ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` are set. Read at each call, never at import.
+    """
+    connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    # A run reads each footer once: the schema check and the query share it.
+    connection.execute("SET parquet_metadata_cache = true")
+    if is_s3(root):
+        # LOAD takes no parameters; the path is this installation's own file, not input.
+        connection.execute("LOAD '{}'".format(str(HTTPFS_EXTENSION).replace("'", "''")))
+        connection.execute(*s3_secret(os.environ))
+    return connection
+
+
+def s3_secret(environ: Mapping[str, str]) -> tuple[str, dict[str, object]]:
+    """The CREATE SECRET statement and its parameters for S3 access as the environment describes it."""
+    options = ["TYPE s3", "PROVIDER config", "REGION $region"]
+    parameters: dict[str, object] = {
+        "region": environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    }
+    endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        url = urlsplit(endpoint)
+        if url.scheme not in ("http", "https") or not url.netloc or url.path.strip("/") or url.query:
+            raise InvalidInput(
+                f"AWS_ENDPOINT_URL {endpoint!r} is not allowed: use http(s)://host[:port], e.g. http://127.0.0.1:9000"
+            )
+        options += ["ENDPOINT $endpoint", "URL_STYLE 'path'", "USE_SSL $use_ssl"]
+        parameters |= {"endpoint": url.netloc, "use_ssl": url.scheme == "https"}
+    if environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY"):
+        options += ["KEY_ID $key_id", "SECRET $secret"]
+        parameters |= {"key_id": environ["AWS_ACCESS_KEY_ID"], "secret": environ["AWS_SECRET_ACCESS_KEY"]}
+        if environ.get("AWS_SESSION_TOKEN"):
+            options.append("SESSION_TOKEN $session_token")
+            parameters["session_token"] = environ["AWS_SESSION_TOKEN"]
+    return f"CREATE SECRET overture ({', '.join(options)})", parameters

@@ -1,0 +1,313 @@
+"""One import run's read of an Overture places release: one DuckDB query over the run's box.
+
+With a release index (``overture.index``, built on a release's first read and reused by every run and
+process), only the row groups meeting the box and only the columns the query uses are fetched, by parallel
+range requests, and the same query runs over them in memory. Without one (``index_dir=None``), DuckDB reads the
+release's files itself, footers and all.
+
+What a run keeps:
+
+- Places inside the run's box, read through the ``bbox`` struct so that row-group statistics prune;
+  a box with west > east crosses the antimeridian and is read as its two halves in the same query.
+- For a block of cells, each place goes to the one cell containing it (``placement.cell_containing``,
+  computed in SQL): a place on a cell edge belongs to the cell to its north and east, a place on the
+  antimeridian to the cell at -180. For a country, places whose first address is in that country.
+- Only the (area, category) pairs the run reserved: a block's box can span cells it was not asked for.
+- Places Overture is sure enough exist: ``confidence >= MIN_CONFIDENCE`` (no confidence: left out), and
+  not ``permanently_closed`` (a status releases before 2025-09 do not have).
+
+Category matching, for a requested category C:
+
+- current schema (``taxonomy``, 2026-09 on): C is the place's ``taxonomy.primary``, or C is in its
+  ``taxonomy.hierarchy`` (so ``restaurant`` takes in ``italian_restaurant`` and ``pizza_restaurant``), or C
+  is its ``basic_category``. ``taxonomy.alternates`` are not used.
+- previous schema (``categories``): C is ``categories.primary``. ``categories.alternate`` is not used:
+  alternates are weak, secondary guesses, and a campaign for pubs should not mail every restaurant that
+  once served a pint.
+
+A place matching several requested categories comes back once per category.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.overture.duck import connect, is_s3
+from nakodo_dagster.overture.index import (
+    DEFAULT_INDEX_DIR,
+    FetchStats,
+    ReleaseIndex,
+    StaleIndex,
+    build_index,
+    index_path,
+    load_index,
+    read_row_groups,
+)
+from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
+from nakodo_dagster.placement import CELL_DEGREES, ImportRun
+
+# Overture publishes no single cut-off (its own examples go as high as 0.95 for "certainly exists") and sets a
+# closed place's confidence to 0. 0.5 keeps the places more likely to exist than not.
+MIN_CONFIDENCE = 0.5
+
+PLACES_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("category", pa.string()),
+        ("lat", pa.float64()),
+        ("lng", pa.float64()),
+        ("confidence", pa.float64()),
+        ("address", pa.string()),
+        ("country", pa.string()),
+        ("websites", pa.list_(pa.string())),
+        ("phones", pa.list_(pa.string())),
+        ("area", pa.string()),
+    ]
+)
+"""The columns a read returns: one row per (place, matched category), ``area`` the key it is stored under."""
+
+# What the query reads of a release: whole columns (None), or some fields of a struct or of a list of structs.
+QUERY_COLUMNS: dict[str, frozenset[str] | None] = {
+    "id": None,
+    "bbox": None,
+    "names": frozenset({"primary"}),
+    "basic_category": None,
+    "taxonomy": frozenset({"primary", "hierarchy"}),
+    "categories": frozenset({"primary"}),
+    "confidence": None,
+    "websites": None,
+    "phones": None,
+    "addresses": frozenset({"freeform", "locality", "postcode", "country"}),
+    "operating_status": None,
+}
+
+# The same rule as placement.format_degrees: -2 not -2.0, and 0 never -0.
+FORMAT_DEGREES_SQL = """
+CREATE TEMP MACRO format_degrees(v) AS
+    CASE WHEN v = 0 THEN '0' WHEN v = trunc(v) THEN CAST(CAST(v AS BIGINT) AS VARCHAR) ELSE CAST(v AS VARCHAR) END
+"""
+# The same rule as placement.cell_containing: rows clamped at the poles, columns wrapped at the antimeridian.
+_CELL_KEY = """
+    'cell:' || format_degrees(least(greatest(floor(lat / $cell), $first_row), $last_row) * $cell)
+    || ',' || format_degrees((((floor(lng / $cell) * $cell + 180) % 360) + 360) % 360 - 180)
+"""
+
+
+@dataclass(frozen=True)
+class ReadStats:
+    """What a read cost: rows returned, wall time, the release's files, bytes read and (s3:// only) HTTP requests.
+
+    With the index, bytes and requests are the range requests' and, on the read that built the index, the footers'.
+    """
+
+    rows: int
+    seconds: float
+    files: int
+    bytes_read: int | None
+    requests: int | None
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """The places an import run keeps, in ``PLACES_SCHEMA``, what reading them cost, and the schema read."""
+
+    table: pa.Table
+    stats: ReadStats
+    schema: str
+
+
+def read_places(
+    run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None = DEFAULT_INDEX_DIR
+) -> ReadResult:
+    """The places of one import run from one release: the run's box, categories and (for a country) country.
+
+    ``index_dir`` holds release indexes (built here on a release's first read); None reads without one.
+    """
+    started = time.perf_counter()
+    if run.country_code and run.areas != (f"country:{run.country_code}",):
+        raise InvalidInput(f"a country run reads one area, country:{run.country_code}; got {list(run.areas)}")
+    if index_dir is None:
+        table, schema, files, bytes_read, requests = _read_with_duckdb(run, root, release)
+    else:
+        table, schema, files, bytes_read, requests = _read_with_index(run, root, release, index_dir)
+    stats = ReadStats(table.num_rows, time.perf_counter() - started, files, bytes_read, requests)
+    return ReadResult(table, stats, schema)
+
+
+def _read_with_duckdb(run: ImportRun, root: str | Path, release: str) -> tuple[pa.Table, str, int, int, int | None]:
+    pattern = places_glob(root, release)
+    root = check_root(root)
+    remote = is_s3(root)
+    with connect(root) as connection:
+        if remote:
+            connection.execute("CALL enable_logging('HTTP')")
+        files = glob_files(connection, pattern)
+        if not files:
+            raise missing_release(root, release)
+        columns = {
+            row[0] for row in connection.execute("DESCRIBE SELECT * FROM read_parquet(?)", [files[0]]).fetchall()
+        }
+        schema = _schema_flavour(columns, release)
+        sql, parameters = _query(run, schema, columns, "read_parquet($files)")
+        connection.execute(FORMAT_DEGREES_SQL)
+        connection.execute("SET enable_profiling = 'no_output'")
+        connection.execute("""SET custom_profiling_settings = '{"TOTAL_BYTES_READ": "true"}'""")
+        table = connection.execute(sql, parameters | {"files": files}).to_arrow_table().cast(PLACES_SCHEMA)
+        bytes_read = json.loads(connection.get_profiling_information(format="json")).get("total_bytes_read")
+        requests = (
+            connection.execute("SELECT count(*) FROM duckdb_logs WHERE type = 'HTTP'").fetchone()[0] if remote else None
+        )
+    return table, schema, len(files), bytes_read, requests
+
+
+def _read_with_index(
+    run: ImportRun, root: str | Path, release: str, index_dir: str | Path
+) -> tuple[pa.Table, str, int, int, int | None]:
+    root = check_root(root)
+    index = load_index(index_path(root, release, index_dir))
+    spent = []
+    if index is None:
+        index, cost = build_index(root, release, index_dir)
+        spent.append(cost)
+    try:
+        places, cost = _fetch(run, root, index)
+    except StaleIndex:
+        # A file changed under the same release name: the index is rebuilt once, and the read repeated on it.
+        index, rebuilt = build_index(root, release, index_dir)
+        places, cost = _fetch(run, root, index)
+        spent.append(rebuilt)
+    spent.append(cost)
+    columns = set(places.column_names)
+    schema = _schema_flavour(columns, release)
+    sql, parameters = _query(run, schema, columns, "places")
+    with duckdb.connect() as connection:
+        connection.execute(FORMAT_DEGREES_SQL)
+        connection.register("places", places)
+        table = connection.execute(sql, parameters).to_arrow_table().cast(PLACES_SCHEMA)
+    requests = None if spent[0].requests is None else sum(s.requests for s in spent)
+    return table, schema, len(index.files), sum(s.bytes for s in spent), requests
+
+
+def _fetch(run: ImportRun, root: str, index: ReleaseIndex) -> tuple[pa.Table, FetchStats]:
+    """The query's columns of the row groups that meet the run's box."""
+    west, south, east, north = run.bbox
+    rows = index.intersecting(south, north, longitude_ranges(west, east))
+    return read_row_groups(root, index, rows, query_column)
+
+
+def query_column(leaf: str) -> bool:
+    """Whether the query reads a column chunk, named by its Parquet path (``addresses.list.element.country``)."""
+    top, *rest = leaf.split(".")
+    if top not in QUERY_COLUMNS:
+        return False
+    fields = QUERY_COLUMNS[top]
+    # A struct's field sits right under it, a list of structs' under list.element: either way it is in the path.
+    return fields is None or not fields.isdisjoint(rest)
+
+
+def _schema_flavour(columns: set[str], release: str) -> str:
+    if "taxonomy" in columns:
+        return "current"
+    if "categories" in columns:
+        return "previous"
+    raise InvalidInput(
+        f"release {release!r} has neither taxonomy nor categories: not an Overture places release "
+        f"(columns: {', '.join(sorted(columns))})"
+    )
+
+
+def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple[str, dict]:
+    """The run's SQL over ``source`` and its parameters; its shape depends only on the schema and the kind of run."""
+    has_basic_category = "basic_category" in columns
+    has_status = "operating_status" in columns
+    west, south, east, north = run.bbox
+    ranges = longitude_ranges(west, east)
+    parameters: dict[str, object] = {
+        "south": south,
+        "north": north,
+        "min_confidence": MIN_CONFIDENCE,
+        "pair_areas": [area for area, _ in run.pairs],
+        "pair_categories": [category for _, category in run.pairs],
+    }
+    for i, (low, high) in enumerate(ranges):
+        parameters |= {f"west{i}": low, f"east{i}": high}
+    longitude = " OR ".join(f"(bbox.xmax >= $west{i} AND bbox.xmin <= $east{i})" for i in range(len(ranges)))
+    predicates = [
+        "bbox.ymax >= $south AND bbox.ymin <= $north",
+        f"({longitude})",
+        "confidence >= $min_confidence",
+    ]
+    if has_status:
+        predicates.append("operating_status IS DISTINCT FROM 'permanently_closed'")
+    if run.country_code:
+        predicates.append("addresses[1].country = $country_code")
+        parameters |= {"country_code": run.country_code, "country_area": run.areas[0]}
+        area = "$country_area"
+    else:
+        parameters |= {
+            "cell": CELL_DEGREES,
+            "first_row": round(-90 / CELL_DEGREES),
+            "last_row": round(90 / CELL_DEGREES) - 1,
+        }
+        area = _CELL_KEY
+    if schema == "current":
+        category_columns = "taxonomy.primary AS taxonomy_primary, taxonomy.hierarchy AS hierarchy"
+        match = "l.taxonomy_primary = p.category OR list_contains(l.hierarchy, p.category)"
+        if has_basic_category:
+            category_columns += ", basic_category"
+            match += " OR l.basic_category = p.category"
+    else:
+        category_columns = "categories.primary AS categories_primary"
+        match = "l.categories_primary = p.category"
+    sql = f"""
+        WITH candidates AS (
+            SELECT
+                id,
+                names.primary AS name,
+                (CAST(bbox.ymin AS DOUBLE) + CAST(bbox.ymax AS DOUBLE)) / 2 AS lat,
+                (CAST(bbox.xmin AS DOUBLE) + CAST(bbox.xmax AS DOUBLE)) / 2 AS lng,
+                confidence,
+                addresses[1] AS first_address,
+                websites,
+                phones,
+                {category_columns}
+            FROM {source}
+            WHERE {" AND ".join(predicates)}
+        ),
+        located AS (SELECT *, {area} AS area FROM candidates),
+        pairs AS (SELECT unnest($pair_areas) AS area, unnest($pair_categories) AS category)
+        SELECT
+            l.id,
+            l.name,
+            p.category,
+            l.lat,
+            l.lng,
+            l.confidence,
+            nullif(concat_ws(', ', l.first_address.freeform,
+                nullif(concat_ws(' ', l.first_address.postcode, l.first_address.locality), '')), '') AS address,
+            l.first_address.country AS country,
+            l.websites,
+            l.phones,
+            l.area
+        FROM located AS l
+        JOIN pairs AS p ON l.area = p.area AND ({match})
+        ORDER BY l.area, p.category, l.id
+    """
+    return sql, parameters
+
+
+def longitude_ranges(west: float, east: float) -> list[tuple[float, float]]:
+    """The closed longitude ranges a box covers: two when it crosses the antimeridian (west > east)."""
+    ranges = [(west, east)] if west <= east else [(west, 180.0), (-180.0, east)]
+    # A place on the antimeridian itself (180) belongs to the cells at -180.
+    if any(low <= -180.0 for low, _ in ranges):
+        ranges.append((180.0, 180.0))
+    return ranges

@@ -1,0 +1,756 @@
+"""Sample Overture places releases, made here so that tests, benchmarks and the default run need no internet.
+
+A release is written in Overture's layout, ``<root>/<release>/theme=places/type=place/part-*.zstd.parquet``,
+with Overture's places columns and GeoParquet 1.1 metadata. Two schema flavours:
+
+- ``current`` (the 2026-09 releases on): ``basic_category`` and ``taxonomy`` (primary, hierarchy,
+  alternates) and ``operating_status``; no ``categories``.
+- ``previous`` (the releases before 2025-09): ``categories`` (primary, alternate) and no
+  ``operating_status``, no ``basic_category``, no ``taxonomy``.
+
+The flavour does not depend on the release name: any name can carry either, so both can be tested side by side.
+``bbox`` is a struct of doubles (Overture ships floats; doubles keep a point's box exactly on the point).
+
+Places cluster around ``CITIES`` and carry categories from ``TAXONOMY``, a subset of Overture's taxonomy
+(docs.overturemaps.org, 2026-03 categories and hierarchies). Rows are sorted along a Hilbert curve and the
+files split that order, as Overture's files are spatially sorted, so row-group statistics on ``bbox`` prune.
+``FIXED_PLACES`` are always in the release: the edge cases every reader has to get right.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.overture.releases import check_release_name
+from nakodo_dagster.placement import KM_PER_DEGREE, MIN_COS_LAT
+
+DEFAULT_RELEASE = "2026-11-18.0"
+DEFAULT_ROWS = 100_000
+# Overture's places release: 16 files of about 256 row groups each.
+DEFAULT_FILES = 16
+ROW_GROUPS_PER_FILE = 256
+SCHEMAS = ("current", "previous")
+
+
+@dataclass(frozen=True)
+class City:
+    """A place where sample businesses cluster: a centre, its country and how far the places spread."""
+
+    name: str
+    lat: float
+    lng: float
+    country: str
+    weight: float
+    spread_km: float
+
+
+@dataclass(frozen=True)
+class Category:
+    """One Overture category: its primary name, its hierarchy (general to specific) and its basic category."""
+
+    primary: str
+    hierarchy: tuple[str, ...]
+    basic: str
+    noun: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class FixedPlace:
+    """A place written into every sample release, at an exact spot, to pin down one edge case."""
+
+    name: str
+    lat: float
+    lng: float
+    category: str
+    # Address countries in order; () is a place with no address.
+    countries: tuple[str, ...]
+    locality: str
+    confidence: float = 0.95
+    status: str = "open"
+
+
+CITIES: tuple[City, ...] = (
+    City("Leeds", 53.8008, -1.5491, "GB", 4, 6),
+    City("London", 51.5074, -0.1278, "GB", 10, 15),
+    City("Manchester", 53.4808, -2.2426, "GB", 4, 8),
+    City("Edinburgh", 55.9533, -3.1883, "GB", 3, 5),
+    City("Paris", 48.8566, 2.3522, "FR", 9, 12),
+    City("Lyon", 45.7640, 4.8357, "FR", 4, 7),
+    City("Marseille", 43.2965, 5.3698, "FR", 3, 7),
+    City("Strasbourg", 48.5734, 7.7521, "FR", 2, 5),
+    City("Mulhouse", 47.7508, 7.3359, "FR", 2, 4),
+    City("Basel", 47.5596, 7.5886, "CH", 3, 4),
+    City("Zurich", 47.3769, 8.5417, "CH", 3, 6),
+    City("Geneva", 46.2044, 6.1432, "CH", 2, 4),
+    City("Freiburg im Breisgau", 47.9990, 7.8421, "DE", 2, 4),
+    City("Berlin", 52.5200, 13.4050, "DE", 7, 12),
+    City("Munich", 48.1351, 11.5820, "DE", 5, 8),
+    City("Madrid", 40.4168, -3.7038, "ES", 6, 10),
+    City("Rome", 41.9028, 12.4964, "IT", 6, 9),
+    City("Amsterdam", 52.3676, 4.9041, "NL", 5, 6),
+    City("Oslo", 59.9139, 10.7522, "NO", 3, 6),
+    City("Longyearbyen", 78.2232, 15.6267, "SJ", 0.3, 2),
+    City("Reykjavik", 64.1466, -21.9426, "IS", 1, 4),
+    City("New York", 40.7128, -74.0060, "US", 10, 15),
+    City("San Francisco", 37.7749, -122.4194, "US", 5, 8),
+    City("Honolulu", 21.3069, -157.8583, "US", 2, 6),
+    City("Anchorage", 61.2181, -149.9003, "US", 1, 6),
+    City("Toronto", 43.6532, -79.3832, "CA", 6, 12),
+    City("Mexico City", 19.4326, -99.1332, "MX", 7, 15),
+    City("Sao Paulo", -23.5505, -46.6333, "BR", 8, 15),
+    City("Buenos Aires", -34.6037, -58.3816, "AR", 6, 12),
+    City("Quito", -0.1807, -78.4678, "EC", 2, 6),
+    City("Kampala", 0.3476, 32.5825, "UG", 2, 6),
+    City("Nairobi", -1.2921, 36.8219, "KE", 3, 8),
+    City("Cape Town", -33.9249, 18.4241, "ZA", 3, 8),
+    City("Cairo", 30.0444, 31.2357, "EG", 6, 12),
+    City("Mumbai", 19.0760, 72.8777, "IN", 8, 12),
+    City("Singapore", 1.3521, 103.8198, "SG", 5, 8),
+    City("Tokyo", 35.6762, 139.6503, "JP", 10, 15),
+    City("Sydney", -33.8688, 151.2093, "AU", 6, 12),
+    City("Auckland", -36.8485, 174.7633, "NZ", 3, 8),
+    City("Suva", -18.1416, 178.4419, "FJ", 1.5, 5),
+    City("Labasa", -16.4332, 179.3645, "FJ", 0.5, 4),
+    # The 180th meridian runs through Taveuni: its places fall on both sides of the antimeridian.
+    City("Taveuni", -16.8200, 179.9900, "FJ", 0.5, 5),
+    City("Tarawa", 1.4518, 173.0000, "KI", 0.5, 3),
+    City("Anadyr", 64.7337, 177.5089, "RU", 0.3, 3),
+    City("McMurdo Station", -77.8419, 166.6863, "AQ", 0.2, 2),
+)
+
+# Each category's parent in Overture's taxonomy (2026-03 categories and hierarchies table), up to the top level.
+_PARENTS = {
+    "alcoholic_beverage_venue": "food_and_drink",
+    "bar": "alcoholic_beverage_venue",
+    "pub": "bar",
+    "irish_pub": "pub",
+    "cocktail_bar": "bar",
+    "wine_bar": "bar",
+    "brewery": "alcoholic_beverage_venue",
+    "casual_eatery": "food_and_drink",
+    "bakery": "casual_eatery",
+    "cafe": "casual_eatery",
+    "animal_cafe": "cafe",
+    "cat_cafe": "animal_cafe",
+    "dessert_shop": "casual_eatery",
+    "ice_cream_shop": "dessert_shop",
+    "fast_food_restaurant": "casual_eatery",
+    "sandwich_shop": "casual_eatery",
+    "non_alcoholic_beverage_venue": "food_and_drink",
+    "coffee_shop": "non_alcoholic_beverage_venue",
+    "tea_room": "non_alcoholic_beverage_venue",
+    "restaurant": "food_and_drink",
+    "european_restaurant": "restaurant",
+    "mediterranean_restaurant": "european_restaurant",
+    "italian_restaurant": "mediterranean_restaurant",
+    "pizza_restaurant": "italian_restaurant",
+    "western_european_restaurant": "european_restaurant",
+    "french_restaurant": "western_european_restaurant",
+    "british_restaurant": "western_european_restaurant",
+    "central_european_restaurant": "european_restaurant",
+    "german_restaurant": "central_european_restaurant",
+    "swiss_restaurant": "central_european_restaurant",
+    "asian_restaurant": "restaurant",
+    "east_asian_restaurant": "asian_restaurant",
+    "japanese_restaurant": "east_asian_restaurant",
+    "sushi_restaurant": "japanese_restaurant",
+    "chinese_restaurant": "east_asian_restaurant",
+    "south_asian_restaurant": "asian_restaurant",
+    "indian_restaurant": "south_asian_restaurant",
+    "southeast_asian_restaurant": "asian_restaurant",
+    "thai_restaurant": "southeast_asian_restaurant",
+    "latin_american_restaurant": "restaurant",
+    "mexican_restaurant": "latin_american_restaurant",
+    "meat_restaurant": "restaurant",
+    "steakhouse": "meat_restaurant",
+    "burger_restaurant": "meat_restaurant",
+    "hotel": "lodging",
+    "bed_and_breakfast": "lodging",
+    "hostel": "lodging",
+    "food_and_beverage_store": "shopping",
+    "grocery_store": "food_and_beverage_store",
+    "butcher_shop": "food_and_beverage_store",
+    "market": "shopping",
+    "farmers_market": "market",
+    "wellness_service": "lifestyle_services",
+    "spa": "wellness_service",
+    "personal_or_beauty_service": "lifestyle_services",
+    "nail_salon": "personal_or_beauty_service",
+}
+
+# The sample's categories: primary, Overture's basic category for it, a noun for made-up names, how common.
+_CATEGORIES = """
+bar                  | bar                          | Bar            | 5
+pub                  | bar                          | Pub            | 6
+irish_pub            | bar                          | Irish Pub      | 1
+cocktail_bar         | bar                          | Cocktail Bar   | 2
+wine_bar             | bar                          | Wine Bar       | 2
+brewery              | brewery                      | Brewery        | 1
+bakery               | casual_eatery                | Bakery         | 6
+cafe                 | cafe                         | Café           | 10
+cat_cafe             | cafe                         | Cat Café       | 0.5
+ice_cream_shop       | casual_eatery                | Gelateria      | 2
+fast_food_restaurant | fast_food_restaurant         | Fast Food      | 4
+sandwich_shop        | casual_eatery                | Sandwiches     | 2
+coffee_shop          | coffee_shop                  | Coffee         | 8
+tea_room             | non_alcoholic_beverage_venue | Tea Room       | 1
+restaurant           | restaurant                   | Restaurant     | 6
+italian_restaurant   | restaurant                   | Trattoria      | 5
+pizza_restaurant     | restaurant                   | Pizzeria       | 4
+french_restaurant    | restaurant                   | Bistrot        | 2
+british_restaurant   | restaurant                   | Kitchen        | 1
+german_restaurant    | restaurant                   | Gasthaus       | 1
+swiss_restaurant     | restaurant                   | Stübli         | 1
+japanese_restaurant  | restaurant                   | Izakaya        | 2
+sushi_restaurant     | restaurant                   | Sushi          | 2
+chinese_restaurant   | restaurant                   | Noodle House   | 2
+indian_restaurant    | restaurant                   | Curry House    | 2
+thai_restaurant      | restaurant                   | Thai Kitchen   | 1
+mexican_restaurant   | restaurant                   | Taqueria       | 1
+steakhouse           | restaurant                   | Steakhouse     | 1
+burger_restaurant    | restaurant                   | Burgers        | 2
+hotel                | hotel                        | Hotel          | 3
+bed_and_breakfast    | bed_and_breakfast            | B&B            | 1
+hostel               | lodging                      | Hostel         | 1
+grocery_store        | food_and_beverage_store      | Grocer         | 3
+butcher_shop         | food_and_beverage_store      | Butcher        | 1
+farmers_market       | farmers_market               | Farmers Market | 0.5
+spa                  | wellness_service             | Spa            | 1
+nail_salon           | personal_or_beauty_service   | Nails          | 1
+"""
+
+
+def _hierarchy(primary: str) -> tuple[str, ...]:
+    path = [primary]
+    while path[-1] in _PARENTS:
+        path.append(_PARENTS[path[-1]])
+    return tuple(reversed(path))
+
+
+def _parse_categories(table: str) -> tuple[Category, ...]:
+    rows = (tuple(cell.strip() for cell in line.split("|")) for line in table.strip().splitlines())
+    return tuple(
+        Category(primary, _hierarchy(primary), basic, noun, float(weight)) for primary, basic, noun, weight in rows
+    )
+
+
+TAXONOMY = _parse_categories(_CATEGORIES)
+"""The sample's categories: in the previous schema the same names are ``categories.primary``, as they were."""
+
+FIXED_PLACES: tuple[FixedPlace, ...] = (
+    # Fiji across the antimeridian: both sides of it, and the line itself, which belongs to the -180 column.
+    FixedPlace("Taveuni West Cafe", -16.8, 179.9, "cafe", ("FJ",), "Taveuni"),
+    FixedPlace("Taveuni East Cafe", -16.8, -179.9, "cafe", ("FJ",), "Taveuni"),
+    FixedPlace("Dateline Coffee", -16.8, 180.0, "coffee_shop", ("FJ",), "Taveuni"),
+    FixedPlace("Dateline Coffee Too", -16.8, -180.0, "coffee_shop", ("FJ",), "Taveuni"),
+    # Cell and block corners: a point on an edge belongs to the cell to its north and east.
+    FixedPlace("Corner Pub", 53.5, -1.5, "pub", ("GB",), "Leeds"),
+    FixedPlace("Block Edge Bakery", 54.0, -2.0, "bakery", ("GB",), "Leeds"),
+    # The prime meridian and the equator: cells named 0, never -0.
+    FixedPlace("Meridian Cafe", 51.48, 0.0, "cafe", ("GB",), "London"),
+    FixedPlace("Meridian West Cafe", 51.48, -0.0, "cafe", ("GB",), "London"),
+    FixedPlace("Equator Bakery", 0.0, 32.5, "bakery", ("UG",), "Kampala"),
+    # The poles: no cell at or beyond 90, the south pole is in the first row.
+    FixedPlace("South Pole Station Galley", -90.0, 0.0, "cafe", ("AQ",), "Amundsen-Scott South Pole Station"),
+    FixedPlace("North Pole Camp Cafe", 90.0, 0.0, "cafe", (), ""),
+    # Basel's border towns: the address country, not the box, says which country a place is in.
+    FixedPlace("Rhine Cafe Basel", 47.5596, 7.5886, "cafe", ("CH",), "Basel"),
+    FixedPlace("Basler Beck", 47.5550, 7.5900, "bakery", ("CH",), "Basel"),
+    FixedPlace("Boulangerie Saint-Louis", 47.5900, 7.5600, "bakery", ("FR",), "Saint-Louis"),
+    FixedPlace("Cafe Hegenheim", 47.5620, 7.5300, "cafe", ("FR",), "Hegenheim"),
+    FixedPlace("Baeckerei Weil am Rhein", 47.5950, 7.6200, "bakery", ("DE",), "Weil am Rhein"),
+    FixedPlace("Boulangerie Mulhouse", 47.7508, 7.3359, "bakery", ("FR",), "Mulhouse"),
+    FixedPlace("Baeckerei Freiburg", 47.9990, 7.8421, "bakery", ("DE",), "Freiburg im Breisgau"),
+    # Several addresses across a border: only the first address says the country.
+    FixedPlace("Dreiland Coffee", 47.5600, 7.6000, "coffee_shop", ("CH", "DE"), "Basel"),
+    FixedPlace("Grenzgaenger Cafe", 47.6000, 7.6200, "cafe", ("DE", "CH"), "Weil am Rhein"),
+    # What the reader leaves out: closed for good (still confident), unsure, and exactly on the threshold.
+    FixedPlace("Closed For Good Pub", 53.8000, -1.5500, "pub", ("GB",), "Leeds", 0.9, "permanently_closed"),
+    FixedPlace("Closed For Now Pub", 53.8010, -1.5510, "pub", ("GB",), "Leeds", 0.9, "temporarily_closed"),
+    FixedPlace("Maybe Cafe", 53.7990, -1.5400, "cafe", ("GB",), "Leeds", 0.3),
+    FixedPlace("Half Sure Cafe", 53.7980, -1.5410, "cafe", ("GB",), "Leeds", 0.5),
+    FixedPlace("Leeds Trattoria", 53.7970, -1.5420, "italian_restaurant", ("GB",), "Leeds"),
+)
+
+STATUSES = ("open", "temporarily_closed", "permanently_closed")
+_STATUS_SHARES = (0.93, 0.02, 0.05)
+
+_ADJECTIVES = (
+    "Golden", "Corner", "Old Town", "Riverside", "Little", "Royal", "Blue Door", "Green", "Market", "Harbour",
+    "Station", "Park", "Sunrise", "Hillside", "Lantern", "Copper", "Maple", "Olive", "Northern", "Southern",
+)  # fmt: skip
+
+_STREETS = {
+    "GB": ("High Street", "Station Road", "Church Lane", "Market Street", "Briggate"),
+    "FR": ("Rue de la Republique", "Avenue Jean Jaures", "Rue du Marche", "Place de la Gare"),
+    "CH": ("Bahnhofstrasse", "Freie Strasse", "Rue du Rhone", "Marktgasse"),
+    "DE": ("Hauptstrasse", "Bahnhofstrasse", "Kaiser-Joseph-Strasse", "Marktplatz"),
+    "ES": ("Calle Mayor", "Gran Via"),
+    "IT": ("Via Roma", "Via Garibaldi"),
+    "NL": ("Kerkstraat", "Damrak"),
+    "NO": ("Storgata", "Karl Johans gate"),
+    "SJ": ("Vei 200", "Vei 300"),
+    "IS": ("Laugavegur",),
+    "BR": ("Rua Augusta", "Avenida Paulista"),
+    "MX": ("Avenida Reforma", "Calle Madero"),
+    "AR": ("Calle Florida", "Avenida Corrientes"),
+    "EC": ("Avenida Amazonas",),
+    "EG": ("Tahrir Street",),
+    "IN": ("MG Road", "Linking Road"),
+    "SG": ("Orchard Road",),
+    "JP": ("Chuo-dori", "Omotesando"),
+    "RU": ("Ulitsa Lenina",),
+    "FJ": ("Victoria Parade", "Queens Road"),
+}
+_DEFAULT_STREETS = ("Main Street", "Queen Street", "Victoria Road", "Broadway")
+
+_DIAL_CODES = {
+    "GB": "44", "FR": "33", "CH": "41", "DE": "49", "ES": "34", "IT": "39", "NL": "31", "NO": "47", "SJ": "47",
+    "IS": "354", "US": "1", "CA": "1", "MX": "52", "BR": "55", "AR": "54", "EC": "593", "UG": "256", "KE": "254",
+    "ZA": "27", "EG": "20", "IN": "91", "SG": "65", "JP": "81", "AU": "61", "NZ": "64", "FJ": "679", "KI": "686",
+    "RU": "7", "AQ": "1",
+}  # fmt: skip
+
+_DATASETS = ("meta", "Microsoft", "Foursquare", "AllThePlaces")
+
+# Basel's tripoint with France and Germany, roughly: the Rhine runs north from it, France lies to the west.
+_TRIPOINT_LAT = 47.59
+_RHINE_LNG = 7.59
+_FRENCH_BORDER_LNG = 7.555
+_BORDER_CITIES = ("Basel", "Mulhouse", "Freiburg im Breisgau")
+_BORDER_LOCALITIES = {"FR": "Saint-Louis", "DE": "Weil am Rhein", "CH": "Basel"}
+
+_NAMES_TYPE = pa.struct(
+    [
+        ("primary", pa.string()),
+        ("common", pa.map_(pa.string(), pa.string())),
+        (
+            "rules",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("variant", pa.string()),
+                        ("language", pa.string()),
+                        ("value", pa.string()),
+                        ("between", pa.list_(pa.float64())),
+                        ("side", pa.string()),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
+_SOURCE_TYPE = pa.struct(
+    [
+        ("property", pa.string()),
+        ("dataset", pa.string()),
+        ("license", pa.string()),
+        ("record_id", pa.string()),
+        ("update_time", pa.string()),
+        ("confidence", pa.float64()),
+        ("between", pa.list_(pa.float64())),
+    ]
+)
+_ADDRESS_TYPE = pa.struct(
+    [
+        ("freeform", pa.string()),
+        ("locality", pa.string()),
+        ("postcode", pa.string()),
+        ("region", pa.string()),
+        ("country", pa.string()),
+    ]
+)
+_BBOX_TYPE = pa.struct([("xmin", pa.float64()), ("xmax", pa.float64()), ("ymin", pa.float64()), ("ymax", pa.float64())])
+_TAXONOMY_TYPE = pa.struct(
+    [("primary", pa.string()), ("hierarchy", pa.list_(pa.string())), ("alternates", pa.list_(pa.string()))]
+)
+_CATEGORIES_TYPE = pa.struct([("primary", pa.string()), ("alternate", pa.list_(pa.string()))])
+_STRINGS = pa.list_(pa.string())
+
+
+def places_schema(schema: str = "current") -> pa.Schema:
+    """The Arrow schema of a places file in the given flavour, ``current`` or ``previous``."""
+    _check_schema(schema)
+    fields = [
+        ("id", pa.string()),
+        ("geometry", pa.binary()),
+        ("bbox", _BBOX_TYPE),
+        ("version", pa.int32()),
+        ("sources", pa.list_(_SOURCE_TYPE)),
+        ("names", _NAMES_TYPE),
+    ]
+    if schema == "current":
+        fields += [("basic_category", pa.string()), ("taxonomy", _TAXONOMY_TYPE)]
+    else:
+        fields += [("categories", _CATEGORIES_TYPE)]
+    fields += [
+        ("confidence", pa.float64()),
+        ("websites", _STRINGS),
+        ("socials", _STRINGS),
+        ("emails", _STRINGS),
+        ("phones", _STRINGS),
+        ("brand", pa.struct([("wikidata", pa.string()), ("names", _NAMES_TYPE)])),
+        ("addresses", pa.list_(_ADDRESS_TYPE)),
+    ]
+    if schema == "current":
+        fields.append(("operating_status", pa.string()))
+    return pa.schema(fields)
+
+
+def border_country(lat: np.ndarray, lng: np.ndarray) -> np.ndarray:
+    """Which of FR, DE, CH a point around Basel lies in, by a rough rule of the Rhine and the French border."""
+    north = lat >= _TRIPOINT_LAT
+    french = (north & (lng < _RHINE_LNG)) | (~north & (lat >= 47.5) & (lng < _FRENCH_BORDER_LNG))
+    german = north & (lng >= _RHINE_LNG)
+    return np.where(french, "FR", np.where(german, "DE", "CH"))
+
+
+def write_sample_release(
+    root: str | Path,
+    release: str = DEFAULT_RELEASE,
+    rows: int = DEFAULT_ROWS,
+    files: int = DEFAULT_FILES,
+    row_group_rows: int | None = None,
+    schema: str = "current",
+    seed: int = 0,
+    progress: bool = True,
+) -> Path:
+    """Write a sample places release under ``root`` in Overture's layout and return the release's folder.
+
+    ``row_group_rows`` defaults to what gives each file about 256 row groups, as in Overture's releases.
+    The same arguments always write the same rows.
+    """
+    check_release_name(release)
+    _check_schema(schema)
+    for name, value, low in (("rows", rows, len(FIXED_PLACES)), ("files", files, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InvalidInput(f"{name} {value!r} is not allowed: use a whole number of at least {low}")
+    if files > rows:
+        raise InvalidInput(f"files {files} is more than rows {rows}: every file needs at least one place")
+    if row_group_rows is None:
+        row_group_rows = max(1, math.ceil(rows / files / ROW_GROUPS_PER_FILE))
+    if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
+        raise InvalidInput(f"row_group_rows {row_group_rows!r} is not allowed: use a whole number of at least 1")
+    root = Path(root)
+    target = root / release
+    if target.exists():
+        raise InvalidInput(f"{target} already exists: choose another release name or remove that folder")
+
+    places = _Places.generate(rows, np.random.default_rng(seed))
+    order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
+    file_ids = np.random.default_rng([seed, 1]).integers(0, 2**63, size=(files, 2), dtype=np.uint64)
+    arrow_schema = places_schema(schema)
+    root.mkdir(parents=True, exist_ok=True)
+    # Written aside and renamed into place: a crash never leaves a half release that discovery would pick up.
+    staging = Path(tempfile.mkdtemp(prefix=f".{release}.", dir=root))
+    try:
+        folder = staging / "theme=places" / "type=place"
+        folder.mkdir(parents=True)
+        with tqdm(total=rows, unit="places", desc=f"sample {release}", disable=None if progress else True) as bar:
+            for number, chunk in enumerate(np.array_split(order, files)):
+                table = places.table(chunk, schema, arrow_schema)
+                name = f"part-{number:05d}-{_uuid(*file_ids[number])}-c000.zstd.parquet"
+                pq.write_table(
+                    table.replace_schema_metadata({b"geo": _geo_metadata(table)}),
+                    folder / name,
+                    row_group_size=row_group_rows,
+                    compression="zstd",
+                )
+                bar.update(len(chunk))
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _check_schema(schema: str) -> None:
+    if schema not in SCHEMAS:
+        raise InvalidInput(f"schema {schema!r} is not allowed: use 'current' (taxonomy) or 'previous' (categories)")
+
+
+@dataclass
+class _Places:
+    """Every sample place as plain numbers; strings are made per file from these, so memory stays small."""
+
+    lat: np.ndarray
+    lng: np.ndarray
+    category: np.ndarray
+    alternate: np.ndarray
+    confidence: np.ndarray
+    status: np.ndarray
+    countries: np.ndarray
+    addresses: np.ndarray
+    locality: np.ndarray
+    adjective: np.ndarray
+    house: np.ndarray
+    street: np.ndarray
+    postcode: np.ndarray
+    phone: np.ndarray
+    has_phone: np.ndarray
+    has_website: np.ndarray
+    has_email: np.ndarray
+    has_social: np.ndarray
+    version: np.ndarray
+    dataset: np.ndarray
+    record: np.ndarray
+    id_words: np.ndarray
+    fixed_name: np.ndarray
+
+    @classmethod
+    def generate(cls, rows: int, rng: np.random.Generator) -> _Places:
+        n = rows - len(FIXED_PLACES)
+        city_weights = np.array([c.weight for c in CITIES])
+        city = rng.choice(len(CITIES), size=n, p=city_weights / city_weights.sum())
+        centre_lat = np.array([c.lat for c in CITIES])[city]
+        spread = np.array([c.spread_km for c in CITIES])[city] / KM_PER_DEGREE
+        lat = np.clip(centre_lat + rng.normal(0.0, 1.0, n) * spread, -90.0, 90.0)
+        cos_lat = np.maximum(np.cos(np.radians(centre_lat)), MIN_COS_LAT)
+        lng = np.array([c.lng for c in CITIES])[city] + rng.normal(0.0, 1.0, n) * spread / cos_lat
+        lng = (lng + 180.0) % 360.0 - 180.0
+        # Overture's coordinates carry 7 decimals, about a centimetre.
+        lat, lng = np.round(lat, 7), np.round(lng, 7)
+
+        country = np.array([c.country for c in CITIES], dtype=object)[city]
+        locality = np.array([c.name for c in CITIES], dtype=object)[city]
+        border = np.isin(city, [i for i, c in enumerate(CITIES) if c.name in _BORDER_CITIES])
+        border_countries = border_country(lat[border], lng[border])
+        country[border] = border_countries
+        basel = border & (locality == "Basel")
+        locality[basel] = [_BORDER_LOCALITIES[c] for c in country[basel]]
+
+        category_weights = np.array([c.weight for c in TAXONOMY])
+        category = rng.choice(len(TAXONOMY), size=n, p=category_weights / category_weights.sum())
+        alternate = np.where(rng.random(n) < 0.1, rng.integers(0, len(TAXONOMY), n), -1)
+        # Overture: an alternate is never in the primary's hierarchy, nor the primary itself.
+        related = np.array([[b.primary in a.hierarchy or a.primary in b.hierarchy for b in TAXONOMY] for a in TAXONOMY])
+        alternate[(alternate >= 0) & related[category, np.maximum(alternate, 0)]] = -1
+
+        confidence = np.round(rng.beta(5.0, 2.0, n), 4)
+        confidence[rng.random(n) < 0.01] = np.nan
+        status = rng.choice(len(STATUSES), size=n, p=_STATUS_SHARES)
+        # Overture sets a closed place's confidence to 0; half keep theirs here, so each filter is tested alone.
+        closed = (status == 2) & (rng.random(n) < 0.5)
+        confidence[closed] = 0.0
+        addresses = rng.choice(3, size=n, p=(0.08, 0.89, 0.03))
+        countries = np.stack([country, country], axis=1)
+
+        fixed = FIXED_PLACES
+        by_primary = {c.primary: i for i, c in enumerate(TAXONOMY)}
+        fixed_countries = np.array([(*f.countries, None, None)[:2] for f in fixed], dtype=object)
+        return cls(
+            lat=np.concatenate([[f.lat for f in fixed], lat]),
+            lng=np.concatenate([[f.lng for f in fixed], lng]),
+            category=np.concatenate([[by_primary[f.category] for f in fixed], category]),
+            alternate=np.concatenate([np.full(len(fixed), -1), alternate]),
+            confidence=np.concatenate([[f.confidence for f in fixed], confidence]),
+            status=np.concatenate([[STATUSES.index(f.status) for f in fixed], status]),
+            countries=np.concatenate([fixed_countries, countries]),
+            addresses=np.concatenate([[len(f.countries) for f in fixed], addresses]),
+            locality=np.concatenate([np.array([f.locality for f in fixed], dtype=object), locality]),
+            adjective=rng.integers(0, len(_ADJECTIVES), rows),
+            house=rng.integers(1, 300, rows),
+            street=rng.integers(0, 1000, rows),
+            postcode=rng.integers(1000, 99999, rows),
+            phone=rng.integers(10**8, 10**9, rows),
+            has_phone=rng.random(rows) < 0.8,
+            has_website=rng.random(rows) < 0.6,
+            has_email=rng.random(rows) < 0.1,
+            has_social=rng.random(rows) < 0.5,
+            version=rng.integers(0, 6, rows, dtype=np.int32),
+            dataset=rng.choice(len(_DATASETS), size=rows, p=(0.8, 0.1, 0.07, 0.03)),
+            record=rng.integers(10**14, 10**15, rows),
+            id_words=rng.integers(0, 2**63, size=(rows, 2), dtype=np.uint64),
+            fixed_name=np.concatenate(
+                [np.array([f.name for f in fixed], dtype=object), np.full(n, None, dtype=object)]
+            ),
+        )
+
+    def table(self, rows: np.ndarray, schema: str, arrow_schema: pa.Schema) -> pa.Table:
+        """The places at the given indices as an Arrow table in the given flavour."""
+        n = len(rows)
+        lat, lng = self.lat[rows], self.lng[rows]
+        category = self.category[rows]
+        noun = pc.take(pa.array([c.noun for c in TAXONOMY]), category)
+        made_up = pc.binary_join_element_wise(pc.take(pa.array(_ADJECTIVES), self.adjective[rows]), noun, " ")
+        name = pc.coalesce(pa.array(self.fixed_name[rows], pa.string()), made_up)
+        slug = pc.binary_join_element_wise(
+            pc.replace_substring(pc.utf8_lower(pc.take(pa.array(_ADJECTIVES), self.adjective[rows])), " ", "-"),
+            pc.replace_substring(pc.take(pa.array([c.primary for c in TAXONOMY]), category), "_", "-"),
+            pa.array(self.record[rows] % 10_000).cast(pa.string()),
+            "-",
+        )
+        first_country = self.countries[rows, 0]
+        dial = pa.array([_DIAL_CODES.get(c, "1") if c else "1" for c in first_country])
+        phone = pc.binary_join_element_wise("+", dial, pa.array(self.phone[rows]).cast(pa.string()), "")
+        confidence = self.confidence[rows]
+        columns = {
+            "id": _uuid_strings(self.id_words[rows]),
+            "geometry": _wkb_points(lng, lat),
+            "bbox": pa.StructArray.from_arrays([lng, lng, lat, lat], fields=list(_BBOX_TYPE)),
+            "version": pa.array(self.version[rows], pa.int32()),
+            "sources": self._sources(rows, confidence),
+            "names": pa.StructArray.from_arrays(
+                [name, pa.nulls(n, _NAMES_TYPE.field("common").type), pa.nulls(n, _NAMES_TYPE.field("rules").type)],
+                fields=list(_NAMES_TYPE),
+            ),
+            "confidence": pa.array(confidence, pa.float64(), from_pandas=True),
+            "websites": _optional_list(
+                pc.binary_join_element_wise("https://", slug, ".example.com/", ""), self.has_website[rows]
+            ),
+            "socials": _optional_list(
+                pc.binary_join_element_wise(
+                    "https://www.facebook.com/", pa.array(self.record[rows]).cast(pa.string()), ""
+                ),
+                self.has_social[rows],
+            ),
+            "emails": _optional_list(
+                pc.binary_join_element_wise("info@", slug, ".example.com", ""), self.has_email[rows]
+            ),
+            "phones": _optional_list(phone, self.has_phone[rows]),
+            "brand": pa.nulls(n, arrow_schema.field("brand").type),
+            "addresses": self._addresses(rows),
+        }
+        if schema == "current":
+            columns["basic_category"] = pc.take(pa.array([c.basic for c in TAXONOMY]), category)
+            columns["taxonomy"] = pa.StructArray.from_arrays(
+                [
+                    pc.take(pa.array([c.primary for c in TAXONOMY]), category),
+                    pc.take(pa.array([list(c.hierarchy) for c in TAXONOMY], _STRINGS), category),
+                    self._alternates(rows),
+                ],
+                fields=list(_TAXONOMY_TYPE),
+            )
+            columns["operating_status"] = pc.take(pa.array(STATUSES), self.status[rows])
+        else:
+            columns["categories"] = pa.StructArray.from_arrays(
+                [pc.take(pa.array([c.primary for c in TAXONOMY]), category), self._alternates(rows)],
+                fields=list(_CATEGORIES_TYPE),
+            )
+        return pa.Table.from_arrays([columns[f.name] for f in arrow_schema], schema=arrow_schema)
+
+    def _alternates(self, rows: np.ndarray) -> pa.Array:
+        alternate = self.alternate[rows]
+        names = pc.take(pa.array([c.primary for c in TAXONOMY]), np.maximum(alternate, 0))
+        return _optional_list(names, alternate >= 0)
+
+    def _sources(self, rows: np.ndarray, confidence: np.ndarray) -> pa.Array:
+        n = len(rows)
+        source = pa.StructArray.from_arrays(
+            [
+                pa.array([""] * n),
+                pc.take(pa.array(_DATASETS), self.dataset[rows]),
+                pa.nulls(n, pa.string()),
+                pa.array(self.record[rows]).cast(pa.string()),
+                pa.array(["2026-10-01T00:00:00.000Z"] * n),
+                pa.array(confidence, pa.float64(), from_pandas=True),
+                pa.nulls(n, pa.list_(pa.float64())),
+            ],
+            fields=list(_SOURCE_TYPE),
+        )
+        return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), source)
+
+    def _addresses(self, rows: np.ndarray) -> pa.Array:
+        counts = self.addresses[rows]
+        owner = np.repeat(np.arange(len(rows)), counts)
+        ordinal = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+        country = self.countries[rows][owner, ordinal]
+        streets = [_STREETS.get(c, _DEFAULT_STREETS) for c in country]
+        street_number = self.street[rows][owner] + ordinal
+        freeform = pc.binary_join_element_wise(
+            pa.array(self.house[rows][owner] + 7 * ordinal).cast(pa.string()),
+            pa.array([s[i % len(s)] for s, i in zip(streets, street_number, strict=True)], pa.string()),
+            " ",
+        )
+        locality = pa.array(self.locality[rows][owner], pa.string())
+        entries = pa.StructArray.from_arrays(
+            [
+                freeform,
+                pc.if_else(pc.equal(locality, ""), None, locality),
+                pa.array(self.postcode[rows][owner] + ordinal).cast(pa.string()),
+                pa.nulls(len(owner), pa.string()),
+                pa.array(country, pa.string()),
+            ],
+            fields=list(_ADDRESS_TYPE),
+        )
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        return pa.ListArray.from_arrays(pa.array(offsets), entries, mask=pa.array(counts == 0))
+
+
+def _optional_list(values: pa.Array, present: np.ndarray) -> pa.Array:
+    """One-element lists where ``present``, nulls elsewhere (Overture leaves absent lists null, not empty)."""
+    offsets = np.concatenate([[0], np.cumsum(present)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(present)), mask=pa.array(~present))
+
+
+def _wkb_points(lng: np.ndarray, lat: np.ndarray) -> pa.Array:
+    """Little-endian WKB points, 21 bytes each, built without a Python loop."""
+    wkb = np.empty(len(lng), dtype=np.dtype([("order", "u1"), ("type", "<u4"), ("x", "<f8"), ("y", "<f8")]))
+    wkb["order"], wkb["type"], wkb["x"], wkb["y"] = 1, 1, lng, lat
+    offsets = np.arange(0, 21 * (len(lng) + 1), 21, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), len(lng), [None, pa.py_buffer(offsets), pa.py_buffer(wkb.tobytes())])
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype="S1")
+
+
+def _uuid_strings(words: np.ndarray) -> pa.Array:
+    """Version-4-shaped UUID strings from pairs of random 64-bit words, built without a Python loop."""
+    octets = words.astype(">u8").view(np.uint8).reshape(len(words), 16)
+    digits = np.stack([_HEX[octets >> 4], _HEX[octets & 15]], axis=2).reshape(len(words), 32)
+    dashed = np.insert(digits, [8, 12, 16, 20], b"-", axis=1)
+    return pa.array(dashed.view("S36").ravel()).cast(pa.string())
+
+
+def _uuid(high: np.uint64, low: np.uint64) -> str:
+    return _uuid_strings(np.array([[high, low]], dtype=np.uint64))[0].as_py()
+
+
+def _hilbert(lng: np.ndarray, lat: np.ndarray, order: int = 16) -> np.ndarray:
+    """Each point's distance along a Hilbert curve over the globe, so that near points sort near each other."""
+    side = 1 << order
+    x = np.minimum(((lng + 180.0) / 360.0 * side).astype(np.int64), side - 1)
+    y = np.minimum(((lat + 90.0) / 180.0 * side).astype(np.int64), side - 1)
+    distance = np.zeros(len(x), dtype=np.int64)
+    s = side >> 1
+    while s > 0:
+        rx = (x & s) > 0
+        ry = (y & s) > 0
+        distance += s * s * ((3 * rx) ^ ry)
+        flip = ~ry & rx
+        x = np.where(flip, side - 1 - x, x)
+        y = np.where(flip, side - 1 - y, y)
+        x, y = np.where(~ry, y, x), np.where(~ry, x, y)
+        s >>= 1
+    return distance
+
+
+def _geo_metadata(table: pa.Table) -> bytes:
+    """GeoParquet 1.1 metadata naming the bbox column as the geometry's covering, with the file's extent."""
+    bbox = table.column("bbox")
+    extent = [
+        pc.min(pc.struct_field(bbox, "xmin")).as_py(),
+        pc.min(pc.struct_field(bbox, "ymin")).as_py(),
+        pc.max(pc.struct_field(bbox, "xmax")).as_py(),
+        pc.max(pc.struct_field(bbox, "ymax")).as_py(),
+    ]
+    geometry = {
+        "encoding": "WKB",
+        "geometry_types": ["Point"],
+        "bbox": extent,
+        "covering": {"bbox": {key: ["bbox", key] for key in ("xmin", "ymin", "xmax", "ymax")}},
+    }
+    return json.dumps({"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": geometry}}).encode()

@@ -1,0 +1,101 @@
+"""The store in a DuckDB file: embedded, nothing to start, one process at a time."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from nakodo_dagster.store.base import Store, T, Transaction
+
+# Backoff between attempts on a locked file: short enough that a sensor tick barely notices a peer's
+# transaction, capped so that sixty seconds of waiting is a few hundred opens, not thousands.
+_FIRST_PAUSE_S = 0.005
+_LONGEST_PAUSE_S = 0.25
+
+
+class StoreLocked(TimeoutError):
+    """The DuckDB file stayed locked by another process (or busy in this one) for longer than the store waits."""
+
+
+class _DuckDBTransaction(Transaction):
+    def load_incoming_places(self, places: pa.Table) -> None:
+        self._cursor.register("incoming_arrow", places)
+        self._cursor.execute("INSERT INTO incoming_places SELECT * FROM incoming_arrow")
+
+
+# One transaction at a time per file in this process too. Threads share DuckDB's instance of a file, where two
+# transactions inserting the same key fail with a constraint error rather than wait: serialising them here
+# makes a thread behave like another process, which waits on the file lock.
+_THREAD_LOCKS: dict[Path, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def _thread_lock(path: Path) -> threading.Lock:
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(path, threading.Lock())
+
+
+class DuckDBStore(Store):
+    """A DuckDB file opened for each call and closed after it, so that the sensor, the runs and the UI share it."""
+
+    def __init__(self, path: str | Path, *, lock_timeout: float = 60.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread_lock = _thread_lock(self.path.resolve())
+
+    def __repr__(self) -> str:
+        return f"DuckDBStore({str(self.path)!r})"
+
+    def _transact(self, work: Callable[[Transaction], T]) -> T:
+        deadline = time.monotonic() + self.lock_timeout
+        if not self._thread_lock.acquire(timeout=self.lock_timeout):
+            raise StoreLocked(f"the DuckDB store {self.path} stayed busy in this process for {self.lock_timeout:g} s")
+        try:
+            pause = _FIRST_PAUSE_S
+            while True:
+                try:
+                    return self._attempt(work)
+                except duckdb.IOException as exc:
+                    if "lock" not in str(exc).lower():
+                        raise
+                    if time.monotonic() + pause > deadline:
+                        raise StoreLocked(
+                            f"the DuckDB store {self.path} stayed locked for {self.lock_timeout:g} s: {exc}"
+                        ) from exc
+                time.sleep(pause * random.uniform(0.5, 1.0))
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
+        finally:
+            self._thread_lock.release()
+
+    def _create_file(self) -> None:
+        # DuckDB writes a new file's header only after creating it, and a process opening the file meanwhile is
+        # told it "is not a valid DuckDB database file". So a new store is made aside and hard-linked into place,
+        # which fails harmlessly when another process got there first.
+        aside = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.new")
+        try:
+            duckdb.connect(str(aside)).close()
+            os.link(aside, self.path)
+        except FileExistsError:
+            pass
+        finally:
+            aside.unlink(missing_ok=True)
+
+    def _attempt(self, work: Callable[[Transaction], T]) -> T:
+        if not self.path.exists():
+            self._create_file()
+        # Closing without a commit rolls back: a failure anywhere leaves the file as it was.
+        with duckdb.connect(str(self.path)) as connection:
+            connection.execute("SET TimeZone = 'UTC'")
+            connection.begin()
+            result = work(_DuckDBTransaction(connection))
+            connection.commit()
+            return result

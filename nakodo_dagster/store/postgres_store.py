@@ -1,0 +1,60 @@
+"""The store in PostgreSQL, for production: many processes and machines at once."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from functools import cache
+
+import psycopg2
+import pyarrow as pa
+import pyarrow.csv
+
+from nakodo_dagster.store.base import Store, T, Transaction
+
+# Rows per COPY: bounds the CSV held in memory for a country-sized import.
+_COPY_BATCH_ROWS = 50_000
+
+
+@cache
+def _pyformat(sql: str) -> str:
+    """``$name`` placeholders as psycopg2's ``%(name)s``; a literal % is doubled."""
+    return re.sub(r"\$([A-Za-z_]\w*)", r"%(\1)s", sql.replace("%", "%%"))
+
+
+class _PostgresTransaction(Transaction):
+    def _translate(self, sql: str) -> str:
+        return _pyformat(sql)
+
+    def load_incoming_places(self, places: pa.Table) -> None:
+        options = pyarrow.csv.WriteOptions(include_header=False)
+        for batch in places.to_batches(max_chunksize=_COPY_BATCH_ROWS):
+            buffer = io.BytesIO()
+            # Arrow writes a null as an empty field and an empty string as "": COPY's CSV reads them back so.
+            pyarrow.csv.write_csv(pa.Table.from_batches([batch]), buffer, options)
+            buffer.seek(0)
+            self._cursor.copy_expert("COPY incoming_places FROM STDIN WITH (FORMAT csv)", buffer)
+
+
+class PostgresStore(Store):
+    """A PostgreSQL database, a connection per call: nothing is held between calls."""
+
+    # Two first migrations at once would both create the same tables; the lock goes with the transaction.
+    _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7214311950)"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __repr__(self) -> str:
+        # The URL may carry a password.
+        return "PostgresStore(...)"
+
+    def _transact(self, work: Callable[[Transaction], T]) -> T:
+        connection = psycopg2.connect(self.url, options="-c timezone=UTC")
+        try:
+            # The connection as a context manager commits on success and rolls back on an exception.
+            with connection, connection.cursor() as cursor:
+                return work(_PostgresTransaction(cursor))
+        finally:
+            connection.close()

@@ -1,0 +1,81 @@
+"""Sample releases on disk and on a loopback S3 server, and an independent reading of what a run should get."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+from overture_helpers import BUCKET, CURRENT, PREFIX, PREVIOUS, Row, expected_rows
+
+from nakodo_dagster.overture.sample import write_sample_release
+from nakodo_dagster.placement import ImportRun
+
+
+@pytest.fixture(scope="session")
+def sample_root(tmp_path_factory) -> Path:
+    """Two small releases, one per schema, in many small row groups across several files."""
+    root = tmp_path_factory.mktemp("overture")
+    for release, schema in ((CURRENT, "current"), (PREVIOUS, "previous")):
+        write_sample_release(
+            root, release=release, rows=4_000, files=4, row_group_rows=40, schema=schema, seed=11, progress=False
+        )
+    return root
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """An S3-compatible server on loopback (moto), its endpoint URL."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_server: str, sample_root: Path) -> str:
+    """The sample releases uploaded under s3://BUCKET/PREFIX, readable by anyone, as Overture's bucket is."""
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        region_name="us-west-2",
+        aws_access_key_id="uploader",
+        aws_secret_access_key="uploader",
+    )
+    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    public_read = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:GetObject", "s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"],
+            }
+        ],
+    }
+    client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps(public_read))
+    for path in sorted(sample_root.rglob("*.parquet")):
+        client.upload_file(str(path), BUCKET, f"{PREFIX}/{path.relative_to(sample_root).as_posix()}")
+    return f"s3://{BUCKET}/{PREFIX}"
+
+
+@pytest.fixture
+def s3_root(s3_bucket: str, s3_server: str, monkeypatch) -> str:
+    """The S3 root, with the endpoint in AWS_ENDPOINT_URL and no credentials: anonymous, as in production."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    return s3_bucket
+
+
+@pytest.fixture
+def expected(sample_root: Path) -> Callable[[str, ImportRun], list[Row]]:
+    """expected(release, run): the rows an independent reading of the sample release gives for the run."""
+    return lambda release, run: expected_rows(sample_root, release, run)

@@ -1,0 +1,35 @@
+"""``nakodo sample-release``: writes a release and prints its folder last; bad input exits 2 saying why."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from nakodo_dagster.overture.cli import sample_release
+from nakodo_dagster.overture.releases import newest_release
+
+
+def test_sample_release_writes_a_release_and_prints_its_folder_last(tmp_path):
+    arguments = [str(tmp_path), "--release", "2026-10-15.0", "--rows", "300", "--files", "2", "--row-group-rows", "50"]
+    result = CliRunner().invoke(sample_release, [*arguments, "--schema", "previous", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == str(tmp_path / "2026-10-15.0")
+    assert newest_release(tmp_path) == "2026-10-15.0"
+    assert len(list((tmp_path / "2026-10-15.0" / "theme=places" / "type=place").iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--rows", "3"], "rows 3 is not allowed"),
+        (["--files", "0"], "files 0 is not allowed"),
+        (["--rows", "100", "--files", "101"], "every file needs at least one place"),
+        (["--release", "../x"], "YYYY-MM-DD.N"),
+        (["--schema", "old"], "'old' is not one of"),
+        (["--rows", "many"], "'many' is not a valid integer"),
+    ],
+)
+def test_bad_input_exits_2_saying_what_is_allowed(tmp_path, arguments, message):
+    result = CliRunner().invoke(sample_release, [str(tmp_path), *arguments])
+    assert result.exit_code == 2
+    assert message in result.stderr

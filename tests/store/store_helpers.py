@@ -1,0 +1,81 @@
+"""Small builders the store tests share: times, runs, places tables, and a look straight into the tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.store import Store
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+RELEASE = "2026-11-18.0"
+PLACE_COLUMNS = (
+    "id",
+    "area",
+    "category",
+    "name",
+    "lat",
+    "lng",
+    "confidence",
+    "address",
+    "country",
+    "websites",
+    "phones",
+)
+
+
+def run_for(pairs: Iterable[tuple[str, str]]) -> ImportRun:
+    """A run that reserved exactly these pairs (its box does not matter to the store)."""
+    pairs = tuple(sorted(set(pairs)))
+    areas = tuple(sorted({a for a, _ in pairs}))
+    categories = tuple(sorted({c for _, c in pairs}))
+    return ImportRun(areas, categories, (-2.0, 53.0, 0.0, 55.0), None, pairs)
+
+
+def places_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Places as the reader hands them: websites and phones as lists, address as one line."""
+    defaults = {"name": None, "confidence": 0.9, "address": None, "country": "GB", "websites": [], "phones": []}
+    full = [{**defaults, **row} for row in rows]
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("area", pa.string()),
+            ("category", pa.string()),
+            ("name", pa.string()),
+            ("lat", pa.float64()),
+            ("lng", pa.float64()),
+            ("confidence", pa.float64()),
+            ("address", pa.string()),
+            ("country", pa.string()),
+            ("websites", pa.list_(pa.string())),
+            ("phones", pa.list_(pa.string())),
+        ]
+    )
+    return pa.Table.from_pylist(full, schema=schema)
+
+
+def record_release(store: Store, pairs: Iterable[tuple[str, str]], at: datetime, release: str = RELEASE) -> None:
+    """place_imports says these pairs were loaded (with no places) at ``at``."""
+    store.write_import(run_for(pairs), release, places_table([]), at)
+
+
+def query(store: Store, sql: str, **params: Any) -> list[tuple]:
+    """Rows of a statement run straight on the store's database, for looking at what was written."""
+    return store._transact(lambda tx: tx.rows(sql, **params))
+
+
+def place_ids(store: Store, area: str, category: str) -> set[str]:
+    rows = query(
+        store, "SELECT id FROM places WHERE area = $area AND category = $category", area=area, category=category
+    )
+    return {row[0] for row in rows}
+
+
+def imports_table(store: Store) -> dict[tuple[str, str], tuple[str, int, datetime]]:
+    """place_imports as a dict: (area, category) -> (release, rows, imported_at)."""
+    rows = query(store, "SELECT area, category, release, rows, imported_at FROM place_imports")
+    return {(a, c): (release, n, at) for a, c, release, n, at in rows}

@@ -1,0 +1,70 @@
+"""A separate process for the store tests: ``python worker.py COMMAND STORE_URL JSON_ARGS``.
+
+It prints ``ready`` once imported and connected to nothing, waits for a line on stdin (so that many workers
+start their work at the same moment), does the work and prints its result as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+
+from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.store import open_store
+from nakodo_dagster.store.base import Transaction
+
+
+def reserve(url: str, args: dict) -> list:
+    store = open_store(url)
+    missing: dict[str, list[str]] = {}
+    for area, category in args["pairs"]:
+        missing.setdefault(area, []).append(category)
+    got = store.reserve(missing, datetime.fromisoformat(args["stamp"]), datetime.fromisoformat(args["now"]))
+    return [[area, category] for area, categories in got.items() for category in categories]
+
+
+def migrate(url: str, args: dict) -> int:
+    store = open_store(url)
+    store.migrate()
+    return store.schema_version()
+
+
+def hold(url: str, args: dict) -> None:
+    """Keep the DuckDB file open (and so locked) until the next line on stdin."""
+    with duckdb.connect(url):
+        print("holding", flush=True)
+        sys.stdin.readline()
+
+
+def write_and_die(url: str, args: dict) -> None:
+    """Start write_import and die by SIGKILL once the pairs are recorded and their old places deleted."""
+    run = Transaction.run
+
+    def run_or_die(self, sql: str, **params) -> None:
+        if sql.lstrip().startswith("INSERT INTO places "):
+            os.kill(os.getpid(), signal.SIGKILL)
+        run(self, sql, **params)
+
+    Transaction.run = run_or_die
+    store = open_store(url)
+    store.write_import(
+        ImportRun.from_payload(args["run"]),
+        args["release"],
+        pa.Table.from_pylist(args["places"]),
+        datetime.fromisoformat(args["now"]),
+    )
+
+
+COMMANDS = {"reserve": reserve, "migrate": migrate, "hold": hold, "write-and-die": write_and_die}
+
+if __name__ == "__main__":
+    command, url, raw_args = sys.argv[1:]
+    print("ready", flush=True)
+    sys.stdin.readline()
+    print(json.dumps(COMMANDS[command](url, json.loads(raw_args))), flush=True)
