@@ -100,6 +100,13 @@ WHERE place_imports.area = pair.area AND place_imports.category = pair.category
 RETURNING place_imports.area
 """
 
+_MARK_FAILED = f"""
+UPDATE place_imports SET imported_at = $failed_at FROM {_PAIRS} AS pair
+WHERE place_imports.area = pair.area AND place_imports.category = pair.category
+  AND place_imports.release = $requested AND place_imports.imported_at > $failed_at
+RETURNING place_imports.area
+"""
+
 _DELETE_PLACES = f"""
 DELETE FROM places USING {_PAIRS} AS pair
 WHERE places.area = pair.area AND places.category = pair.category
@@ -476,6 +483,15 @@ class Store(ABC):
         if not params["areas"]:
             return 0
         return len(self._transact(lambda tx: tx.rows(_TAKE_BACK, **params, requested=REQUESTED, stamp=stamp)))
+
+    def mark_failed(self, pairs: Iterable[tuple[str, str]], now: datetime) -> int:
+        """Date a failed import's marks back so campaigns stop waiting now; the 7-day block runs from there."""
+        params = _pair_params(pairs)
+        if not params["areas"]:
+            return 0
+        # A mark older than IMPORT_HOURS already reads as failed: moving it would only shorten its block.
+        failed_at = now - timedelta(hours=IMPORT_HOURS)
+        return len(self._transact(lambda tx: tx.rows(_MARK_FAILED, **params, requested=REQUESTED, failed_at=failed_at)))
 
     # Asking for imports
 

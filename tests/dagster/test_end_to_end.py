@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +11,7 @@ from geographiclib.geodesic import Geodesic
 from overture_helpers import CURRENT as RELEASE
 from overture_helpers import expected_rows
 
-from nakodo_dagster.assets.campaign_search import campaign_search
+from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search
 from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS, import_places
 from nakodo_dagster.headless import sync
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
@@ -111,3 +112,41 @@ def test_headless_sync_on_a_dagster_instance_stored_in_postgres(postgres_url, du
             f"{a}|{c}" for a in areas_for(LEEDS) for c in LEEDS.categories
         }
     assert_campaign_matches(store.store, campaign, release_root, LEEDS)
+
+
+def corrupt_release(tmp_path: Path) -> str:
+    """A release whose only Parquet file is not Parquet at all: every read of it fails."""
+    folder = tmp_path / "broken" / RELEASE / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    (folder / "part-00000.zstd.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    return str(tmp_path / "broken")
+
+
+def test_a_failed_import_shows_failed_stops_the_wait_and_is_not_retried(instance, database_url, tmp_path):
+    from nakodo_dagster.resources import OvertureResource, StoreResource
+
+    resources = {
+        "store": StoreResource(database=database_url),
+        "overture": OvertureResource(root=corrupt_release(tmp_path)),
+    }
+    store = resources["store"].store
+    campaign = store.add_campaign("Leeds", LEEDS)
+    ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    for request in ticked.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+    outcomes = [
+        import_places.execute_in_process(
+            run_config=r.run_config, instance=instance, tags=r.tags, resources=resources, raise_on_error=False
+        )
+        for r in ticked.run_requests
+    ]
+
+    assert outcomes and not any(o.success for o in outcomes)
+    assert all(instance.get_run_by_id(o.run_id).status == dg.DagsterRunStatus.FAILURE for o in outcomes)
+    assert instance.get_materialized_partitions(PLACES) == set()
+    progress = campaign_progress(store, store.campaign(campaign), None, datetime.now(UTC))
+    assert progress.pending == 0, "nobody waits six hours on an import that already failed"
+    assert set(progress.states.values()) == {"failed"}
+    again = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(again, dg.SkipReason), "a failed pair sits out its 7 days"
