@@ -147,13 +147,22 @@ class ImportRun:
                 "an import run needs areas, categories, bbox [west, south, east, north] and pairs "
                 f"[[area, category], ...]: {exc}"
             ) from exc
-        for key in areas:
-            parse_area_key(key)
+        known = {key: parse_area_key(key) for key in areas}
         check_categories(categories)
         for area, category in pairs:
-            if area not in areas or category not in categories:
+            if area not in known or category not in categories:
                 raise InvalidInput(f"pair ({area}, {category}) is not one of the run's areas and categories")
-        return cls(areas, categories, (west, south, east, north), country_code, pairs)
+        run = cls(areas, categories, (west, south, east, north), country_code, pairs)
+        missing: dict[str, list[str]] = {}
+        for area, category in pairs:
+            missing.setdefault(area, []).append(category)
+        # Only the run import_runs itself would build for these pairs: its box, categories and country follow.
+        if import_runs(missing, known) != [run]:
+            raise InvalidInput(
+                "the import run is not the one its pairs make: one 4 x 4 block of cells or one country, "
+                "categories sorted, bbox the box of its cells or the country's box"
+            )
+        return run
 
 
 def check_categories(categories: Iterable[str]) -> tuple[str, ...]:

@@ -334,3 +334,21 @@ def test_search_stops_waiting_for_the_day_after_six_hours():
 def test_search_runs_again_when_new_places_land():
     assert search_due(hours_ago(8), hours_ago(1), 0, hours_ago(0.5), NOW) == "new places landed since the last search"
     assert search_due(hours_ago(8), hours_ago(1), 0, hours_ago(2), NOW) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"bbox": [float("nan"), 53.5, -1.0, 54.0]},
+        {"bbox": [-20, 40, 20, 60]},
+        {"country_code": "GB"},
+        {"categories": ["cafe", "pub; DROP TABLE places"]},
+        {"areas": ["cell:53.5,-2", "place:1"]},
+        {"pairs": [["cell:53.5,-2", "bar"]]},
+        {"areas": ["cell:53.5,-2", "cell:20,20"], "pairs": [["cell:53.5,-2", "pub"], ["cell:20,20", "pub"]]},
+    ],
+)
+def test_a_run_payload_must_be_the_run_its_pairs_make(change):
+    [run] = import_runs({"cell:53.5,-2": ["cafe", "pub"], "cell:53.5,-1.5": ["pub"]}, {})
+    with pytest.raises(InvalidInput):
+        ImportRun.from_payload({**run.payload(), **change})

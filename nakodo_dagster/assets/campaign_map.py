@@ -37,6 +37,7 @@ def _centre(targeting: Targeting, areas: Mapping[str, Area]) -> float:
 
 
 def campaign_map_png(
+    title: str,
     targeting: Targeting,
     areas: Mapping[str, Area],
     area_states: Mapping[str, str],
@@ -71,6 +72,7 @@ def campaign_map_png(
         axes.scatter([_unwrap(lng, centre) for _, lng in points], [lat for lat, _ in points], s=4, color="#111111")
     axes.set_aspect("equal", adjustable="datalim")
     axes.autoscale_view()
+    axes.set_title(f"{title}: {len(points)} businesses")
     axes.set_xlabel("longitude")
     axes.set_ylabel("latitude")
     axes.legend(handles=[Patch(color=c, alpha=0.5, label=s) for s, c in STATE_COLOURS.items()], loc="lower right")

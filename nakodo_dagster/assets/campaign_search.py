@@ -69,6 +69,7 @@ def campaign_search(
     context.log.info(f"Added {added} businesses ({total} in all); {progress.pending} areas still on their way")
     results = store.store.campaign_results(campaign.id)
     png = campaign_map_png(
+        campaign.name,
         campaign.targeting,
         progress.areas,
         progress.states,

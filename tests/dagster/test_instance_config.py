@@ -1,0 +1,24 @@
+"""The project's dagster.yaml, loaded by a real instance, is what keeps imports two at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import yaml
+
+from nakodo_dagster.assets.places import IMPORT_KIND_TAG, IMPORT_POOL, import_places, places
+
+DAGSTER_YAML = Path(__file__).parents[2] / "dagster.yaml"
+
+
+def test_the_project_instance_runs_two_imports_at_a_time():
+    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+    with dg.instance_for_test(overrides=settings) as instance:
+        config = instance.get_concurrency_config()
+        assert config.pool_config.default_pool_limit == 2
+        limits = config.run_queue_config.tag_concurrency_limits
+        assert {"key": IMPORT_KIND_TAG, "value": "import", "limit": 2} in limits
+    assert import_places.tags[IMPORT_KIND_TAG] == "import"
+    assert import_places.graph.node_defs[0].pool == IMPORT_POOL
+    assert places.op.pool == IMPORT_POOL
