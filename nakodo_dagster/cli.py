@@ -6,6 +6,7 @@ written; a failure that is not the input's fault (a failed import run, an unreac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -14,12 +15,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
+from geopy.geocoders import Nominatim
 from tqdm import tqdm
 
 from nakodo_dagster.countries import country_name
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.export import FORMATS, check_destination, columns, write_results
-from nakodo_dagster.geocode import GeocoderUnavailable, geocode, normalise_place_name
+from nakodo_dagster.geocode import GeocoderUnavailable, geocode, nominatim, normalise_place_name
 from nakodo_dagster.overture.cli import sample_release
 from nakodo_dagster.overture.releases import newest_release, resolve_release
 from nakodo_dagster.overture.sample import write_sample_release
@@ -48,6 +50,7 @@ DEMO_CAMPAIGNS = (
 )
 # The Dagster instance `nakodo sync` makes when DAGSTER_HOME is unset; `make run` links the project's
 # dagster.yaml over it, which says the same and documents the production profile.
+SYNC_LOG = "nakodo_sync.log"
 DEFAULT_INSTANCE_SETTINGS = """\
 # Written by `nakodo sync`: the embedded default instance (storage in SQLite files beside this one).
 concurrency:
@@ -142,12 +145,13 @@ class LocationRequest:
     location: Location | None = None
     place_name: str | None = None
     radius_km: int | None = None
+    geocoder: Nominatim | None = None
 
     def resolve(self, store: Store) -> Location:
         """The location, looking the place name up (once ever, then from the store) if there is one."""
         if self.location is not None:
             return self.location
-        place, kept = geocode(store, self.place_name)
+        place, kept = geocode(store, self.place_name, self.geocoder)
         origin = "known from an earlier look-up" if kept else "looked up in OpenStreetMap"
         click.echo(f"{self.place_name!r} is {place.display_name} ({place.lat:g},{place.lng:g}), {origin}")
         return PointLocation(place.lat, place.lng, self.radius_km)
@@ -182,7 +186,7 @@ def parse_location(near: str | None, at: str | None, country: str | None, radius
     if at is not None:
         return LocationRequest(PointLocation(*parse_at(at), int(radius_km)))
     normalise_place_name(near)
-    return LocationRequest(place_name=near, radius_km=int(radius_km))
+    return LocationRequest(place_name=near, radius_km=int(radius_km), geocoder=nominatim())
 
 
 def location_options(command: Callable) -> Callable:
@@ -346,8 +350,8 @@ def dagster_home() -> Path:
 def sync(campaign_id: int | None, wait_seconds: float) -> None:
     """Run the Dagster definitions headless: import what the campaigns need, then search them.
 
-    In this process and without a daemon: the import sensor's ticks, the import runs they ask for (two at a
-    time) and each campaign's search, all recorded in the Dagster instance at DAGSTER_HOME (default
+    In this process and without a daemon: the import sensor's ticks, the import runs they ask for (one after
+    the other) and each campaign's search, all recorded in the Dagster instance at DAGSTER_HOME (default
     data/dagster_home), so the UI shows them later. Stops when no campaign waits on an import, when imports
     are off, or after --wait seconds. Exits with 1 if an import run failed.
     """
@@ -359,45 +363,51 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
     elif not store.campaigns(active_only=True):
         click.echo("No active campaign to sync: `nakodo campaign add --help` shows how to add one.")
         return
-    if root:
-        click.echo(f"Importing from release {resolve_release(root, release or None)} under {root}")
+    resolved = resolve_release(root, release or None) if root else None
+    home = dagster_home()
+    if resolved:
+        click.echo(f"Importing from release {resolved} under {root}")
     else:
         click.echo(
             "Warning: imports are off because NAKODO_OVERTURE_ROOT isn't set: the search works on what is already "
             "loaded and no import is asked for.",
             err=True,
         )
-    home = dagster_home()
-    # Dagster takes seconds to import: only this command pays for it.
-    import dagster as dg
+    log_path = home / SYNC_LOG
+    terminal = sys.stderr
+    # Dagster prints every event of every run to stderr; the events are in the instance for the UI anyway, so the
+    # terminal keeps the progress bar and the log file keeps the rest (warnings and tracebacks included).
+    with log_path.open("a", encoding="utf-8") as log, contextlib.redirect_stderr(log):
+        # Dagster takes seconds to import: only this command pays for it.
+        import dagster as dg
 
-    from nakodo_dagster.headless import SyncReport
-    from nakodo_dagster.headless import sync as headless_sync
-    from nakodo_dagster.resources import OvertureResource, StoreResource
+        from nakodo_dagster.headless import SyncReport
+        from nakodo_dagster.headless import sync as headless_sync
+        from nakodo_dagster.resources import OvertureResource, StoreResource
 
-    def on_step(message: str, report: SyncReport) -> None:
-        bar.set_description_str(message, refresh=False)
-        bar.set_postfix_str(
-            f"{report.import_runs} runs ({len(report.failed_runs)} failed), {report.searches} searches, "
-            f"{report.businesses_added} businesses added, {report.pending} areas pending"
-        )
-        bar.update()
+        def on_step(message: str, report: SyncReport) -> None:
+            bar.set_description_str(message, refresh=False)
+            bar.set_postfix_str(
+                f"{report.import_runs} runs ({len(report.failed_runs)} failed), {report.searches} searches, "
+                f"{report.businesses_added} businesses added, {report.pending} areas pending"
+            )
+            bar.update()
 
-    with (
-        dg.DagsterInstance.get() as instance,
-        tqdm(file=sys.stderr, unit=" steps", bar_format="{desc}{postfix} [{elapsed}]") as bar,
-    ):
-        report = headless_sync(
-            instance,
-            StoreResource(database=database_url()),
-            OvertureResource(root=root, release=release),
-            campaign_id=campaign_id,
-            wait_seconds=wait_seconds,
-            on_step=on_step,
-        )
+        with (
+            dg.DagsterInstance.get() as instance,
+            tqdm(file=terminal, unit=" steps", bar_format="{desc}{postfix} [{elapsed}]") as bar,
+        ):
+            report = headless_sync(
+                instance,
+                StoreResource(database=database_url()),
+                OvertureResource(root=root, release=release),
+                campaign_id=campaign_id,
+                wait_seconds=wait_seconds,
+                on_step=on_step,
+            )
     click.echo(
         f"Synced: {report.import_runs} import runs ({len(report.failed_runs)} failed), {report.searches} searches, "
-        f"{report.businesses_added} businesses added, {report.pending} areas still pending. Runs are in {home}."
+        f"{report.businesses_added} businesses added, {report.pending} areas still pending. Dagster's log: {log_path}"
     )
     if report.pending and not report.imports_off:
         click.echo(f"Imports still on their way after {wait_seconds:g} s: run `nakodo sync` again later.")
@@ -429,7 +439,7 @@ def results(campaign_id: int, fmt: str, output: Path | None) -> None:
     """
     check_destination(fmt, output)
     businesses = open_configured_store().campaign_results(campaign_id)
-    write_results(businesses, fmt, click.get_text_stream("stdout"), output)
+    write_results(businesses, fmt, sys.stdout, output)
     if output is not None:
         click.echo(f"Wrote {len(businesses)} businesses to {output}")
     if not businesses:
@@ -481,7 +491,7 @@ def imports_retry(area: str, category: str) -> None:
     """Override the 7-day block on a failed import of AREA and CATEGORY.
 
     The failed import's mark is deleted, so the pair is missing again: the next import sensor tick or
-    `nakodo sync` imports it (in the same runs as anything else missing, two at a time). AREA is a key such
+    `nakodo sync` imports it (batched with anything else missing). AREA is a key such
     as cell:53.5,-2 or country:FR, as `dagster` and `imports status` show them; CATEGORY e.g. cafe.
     """
     area = parse_area_key(area).key

@@ -98,11 +98,13 @@ TEXT_WRITERS = {"table": write_table, "csv": write_csv, "geojson": write_geojson
 
 
 def check_destination(fmt: str, path: Path | None) -> None:
-    """InvalidInput unless ``fmt`` is a known format and, if binary, goes to a file."""
+    """InvalidInput unless ``fmt`` is a known format and, if binary, goes to a file in an existing folder."""
     if fmt not in FORMATS:
         raise InvalidInput(f"format {fmt!r} is not known; allowed: {', '.join(FORMATS)}")
     if fmt in BINARY_FORMATS and path is None:
         raise InvalidInput(f"--format {fmt} is binary: give --output FILE, e.g. --output results.parquet")
+    if path is not None and not path.absolute().parent.is_dir():
+        raise InvalidInput(f"--output {str(path)!r} is not allowed: its folder does not exist")
 
 
 def write_results(results: Sequence[Result], fmt: str, out: TextIO, path: Path | None) -> None:

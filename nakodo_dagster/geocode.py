@@ -10,10 +10,10 @@ A name is ambiguous when Nominatim cannot tell which place is meant. Nominatim r
 - up to ``CANDIDATES`` candidates are asked for; none is an unknown name;
 - candidates within ``SAME_PLACE_KM`` of the most important one are the same place mapped twice (a town's
   node and its boundary) and are not rivals;
-- the most important candidate is chosen when it leads every rival by at least ``IMPORTANCE_MARGIN``
-  ("Paris": France's 0.88 against Texas's 0.55); otherwise the name is ambiguous ("Cambridge": England's 0.74
-  against Massachusetts's 0.70) and the error lists the candidates, so that the user can be more specific
-  ("Cambridge, Massachusetts") or give ``--at LAT,LNG``.
+- the most important candidate is chosen when it leads every rival by at least ``IMPORTANCE_MARGIN`` (a capital
+  far ahead of its namesakes); otherwise the name is ambiguous (two towns of similar standing, such as the
+  Cambridges of England and Massachusetts) and the error lists the candidates, so that the user can be more
+  specific ("Cambridge, Massachusetts") or give ``--at LAT,LNG``.
 
 Unknown and ambiguous names are not kept: nothing is written for input that is refused.
 """

@@ -60,7 +60,7 @@ def sync(
     instance.add_dynamic_partitions(CAMPAIGN_PARTITIONS.name, [str(c.id) for c in campaigns])
     deadline = time.monotonic() + wait_seconds
     while True:
-        result = request_import_runs(instance, store.store, overture.off_reason, campaigns, datetime.now(UTC), log)
+        result = request_import_runs(instance, store.store, overture, campaigns, datetime.now(UTC), log)
         requests = result.run_requests if isinstance(result, dg.SensorResult) else []
         if isinstance(result, dg.SensorResult):
             _apply_partitions(instance, result)

@@ -30,6 +30,9 @@ IMPORT_HOURS = 6
 # A failed import keeps its mark for a week: the cheapest way not to hammer a job that keeps failing.
 RETRY_DAYS = 7
 REQUESTED = "requested"
+# A sensor's run requests become runs (queued at least) within seconds; a mark this old whose run does not exist
+# was never handed to Dagster (the daemon died between the tick and the launch), and nothing is on its way.
+LAUNCH_GRACE_MINUTES = 5
 # At 89 degrees cos(lat) is 0.017 and a 200 km circle would ask for a quarter of the planet.
 MIN_COS_LAT = 0.05
 
@@ -362,6 +365,20 @@ def campaigns_needs(
             arrived_at = needs.arrived_at
     merged = {area: sorted(categories) for area, categories in missing.items()}
     return areas, Needs(merged, coming, arrived_at)
+
+
+def marks_to_confirm(rows: Iterable[PlaceImport], now: datetime) -> dict[datetime, list[tuple[str, str]]]:
+    """The marks campaigns wait on whose run should exist by now, by stamp: one with no run is an orphan.
+
+    Younger than LAUNCH_GRACE_MINUTES, the run may still be being launched; from IMPORT_HOURS on, a mark reads
+    as failed and nobody waits on it.
+    """
+    marks: dict[datetime, list[tuple[str, str]]] = {}
+    for row in rows:
+        age = now - row.imported_at
+        if row.release == REQUESTED and timedelta(minutes=LAUNCH_GRACE_MINUTES) <= age < timedelta(hours=IMPORT_HOURS):
+            marks.setdefault(row.imported_at, []).append((row.area, row.category))
+    return marks
 
 
 # A search keeps coming back while imports are pending for this long, then stops waiting for the day.

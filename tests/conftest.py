@@ -1,4 +1,5 @@
-"""Fixtures every layer shares: a throwaway PostgreSQL database and both store URLs."""
+"""Fixtures every layer shares: a throwaway PostgreSQL database, both store URLs, a Dagster instance, a sample
+release and an S3-compatible server on loopback."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import dagster as dg
 import psycopg2
 import pytest
+from moto.server import ThreadedMotoServer
+from overture_helpers import CURRENT as RELEASE
+
+from nakodo_dagster.overture.sample import write_sample_release
+from nakodo_dagster.resources import OvertureResource, StoreResource
 
 PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -43,3 +50,36 @@ def duckdb_url(tmp_path) -> str:
 def database_url(request) -> str:
     """The same test against both store backends: a DuckDB file and a PostgreSQL database."""
     return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    """A local Dagster instance in a temporary DAGSTER_HOME, with the project's pool limit."""
+    with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 2}}}) as instance:
+        yield instance
+
+
+@pytest.fixture(scope="session")
+def release_root(tmp_path_factory) -> str:
+    """A small sample release in Overture's layout, shared by the tests that only read it."""
+    root = tmp_path_factory.mktemp("overture")
+    write_sample_release(root, release=RELEASE, rows=20_000, files=4, row_group_rows=500, seed=7, progress=False)
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """An S3-compatible server on loopback (moto), its endpoint URL."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def resources(database_url: str, release_root: str) -> dict:
+    """The code location's resources on a fresh store (both backends) and the sample release."""
+    return {"store": StoreResource(database=database_url), "overture": OvertureResource(root=release_root)}

@@ -86,10 +86,15 @@ def import_events(outcome: ImportOutcome) -> Iterator[dg.AssetMaterialization | 
 
 
 def import_or_mark_failed(
-    run: ImportRun, store: StoreResource, overture: OvertureResource, release: str
+    run: ImportRun, store: StoreResource, overture: OvertureResource, release: str | None = None
 ) -> ImportOutcome:
-    """Import the run; if it fails, its marks read as failed at once so no campaign waits six hours on it."""
+    """Import the run; if it fails, its marks read as failed at once so no campaign waits six hours on it.
+
+    Without ``release``, the release is looked up here, so that a root or release that cannot be read fails
+    the pairs like any other failed read.
+    """
     try:
+        release = release or overture.current_release()
         return execute_import(run, store.store, overture, release, datetime.now(UTC))
     except Exception:
         store.store.mark_failed(run.pairs, datetime.now(UTC))
@@ -112,10 +117,11 @@ def import_block(
 ) -> None:
     """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
     run = ImportRun.from_payload(config.model_dump())
-    release = overture.current_release()
-    context.log.info(f"Reading {len(run.pairs)} pairs in box {run.bbox} from release {release}")
-    outcome = import_or_mark_failed(run, store, overture, release)
-    context.log.info(f"Wrote {sum(p.rows for p in outcome.pairs)} places in {outcome.seconds:.1f} s")
+    context.log.info(f"Reading {len(run.pairs)} pairs in box {run.bbox}")
+    outcome = import_or_mark_failed(run, store, overture)
+    context.log.info(
+        f"Wrote {sum(p.rows for p in outcome.pairs)} places from release {outcome.release} in {outcome.seconds:.1f} s"
+    )
     for event in import_events(outcome):
         context.log_event(event)
 

@@ -18,6 +18,12 @@ HTTPFS_EXTENSION = (
 )
 # Overture's public bucket lives in us-west-2.
 DEFAULT_REGION = "us-west-2"
+# A remote read rides out a brief outage (500, 503, a dropped connection: waits of 0.25, 0.5, 1 and 2 s) and
+# gives up on a request that hangs, so the run fails visibly instead of holding an import slot for good.
+HTTP_TIMEOUT_S = 30
+HTTP_RETRIES = 4
+HTTP_RETRY_WAIT_MS = 250
+HTTP_RETRY_BACKOFF = 2
 
 
 def is_s3(root: str) -> bool:
@@ -38,6 +44,14 @@ def connect(root: str) -> duckdb.DuckDBPyConnection:
     if is_s3(root):
         # LOAD takes no parameters; the path is this installation's own file, not input.
         connection.execute("LOAD '{}'".format(str(HTTPFS_EXTENSION).replace("'", "''")))
+        for setting, value in (
+            ("http_timeout", HTTP_TIMEOUT_S),
+            ("http_retries", HTTP_RETRIES),
+            ("http_retry_wait_ms", HTTP_RETRY_WAIT_MS),
+            ("http_retry_backoff", HTTP_RETRY_BACKOFF),
+        ):
+            # SET takes no parameters; the names and values are this module's constants.
+            connection.execute(f"SET {setting} = {value}")
         connection.execute(*s3_secret(os.environ))
     return connection
 

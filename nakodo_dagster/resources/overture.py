@@ -6,7 +6,7 @@ import dagster as dg
 from pydantic import Field
 
 from nakodo_dagster.overture.reader import ReadResult, read_places
-from nakodo_dagster.overture.releases import resolve_release
+from nakodo_dagster.overture.releases import check_release_name, check_root, resolve_release
 from nakodo_dagster.placement import ImportRun
 
 OFF_REASON = "NAKODO_OVERTURE_ROOT isn't set"
@@ -23,6 +23,13 @@ class OvertureResource(dg.ConfigurableResource):
 
     root: str = Field(default="", description="Folder or s3:// prefix of releases (NAKODO_OVERTURE_ROOT).")
     release: str = Field(default="", description="Release; empty: the newest (NAKODO_OVERTURE_RELEASE).")
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Refuse a root or a release name that cannot be right before a tick reserves anything or a run reads."""
+        if self.root.strip():
+            check_root(self.root)
+        if self.release.strip():
+            check_release_name(self.release.strip())
 
     @property
     def off_reason(self) -> str | None:

@@ -6,14 +6,21 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
-from nakodo_dagster.partitions import AREA, CATEGORY
-from nakodo_dagster.placement import ImportRun, campaigns_needs
+from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
+from nakodo_dagster.placement import ImportRun, PlaceImport, campaigns_needs, marks_to_confirm
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, Store
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again after this.
 SAME_WORK_HOURS = 2
 STAMP_TAG = "nakodo/stamp"
+PARTITION_TAG = "dagster/partition"
+_UNFINISHED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 def _launched_recently(instance: dg.DagsterInstance, run: ImportRun, now: datetime) -> bool:
@@ -24,6 +31,35 @@ def _launched_recently(instance: dg.DagsterInstance, run: ImportRun, now: dateti
     return bool(records)
 
 
+def _stamp_tag(stamp: datetime) -> str:
+    return stamp.astimezone(UTC).isoformat()
+
+
+def _has_run(instance: dg.DagsterInstance, stamp: datetime, pairs: list[tuple[str, str]]) -> bool:
+    if instance.get_run_records(filters=dg.RunsFilter(tags={STAMP_TAG: _stamp_tag(stamp)}), limit=1):
+        return True
+    # An analyst's re-materialisation marks its pair from inside its own run, which carries the partition, no stamp.
+    return any(
+        instance.get_run_records(
+            filters=dg.RunsFilter(tags={PARTITION_TAG: str(places_partition(*pair))}, statuses=_UNFINISHED), limit=1
+        )
+        for pair in pairs
+    )
+
+
+def _take_back_unlaunched(
+    instance: dg.DagsterInstance, store: Store, rows: list[PlaceImport], now: datetime, log: logging.Logger
+) -> int:
+    """Take back the marks whose run never reached Dagster, so campaigns ask again instead of waiting six hours."""
+    taken = 0
+    for stamp, pairs in marks_to_confirm(rows, now).items():
+        if not _has_run(instance, stamp, pairs):
+            taken += store.take_back(pairs, stamp)
+    if taken:
+        log.warning(f"Took back {taken} marks whose import run was never launched; they are asked for again.")
+    return taken
+
+
 def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
@@ -31,7 +67,7 @@ def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
         run_config={"ops": {"import_block": {"config": run.payload()}}},
         tags={
             IMPORT_KEY_TAG: run.key,
-            STAMP_TAG: stamp.isoformat(),
+            STAMP_TAG: _stamp_tag(stamp),
             "nakodo/box": f"{west},{south},{east},{north}",
             "nakodo/area": run.areas[0] if run.country_code else f"{len(run.areas)} cells",
             "nakodo/categories": ",".join(run.categories)[:200],
@@ -54,24 +90,32 @@ def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list
 def request_import_runs(
     instance: dg.DagsterInstance,
     store: Store,
-    off_reason: str | None,
+    overture: OvertureResource,
     campaigns: list[Campaign],
     now: datetime,
     log: logging.Logger,
 ) -> dg.SensorResult | dg.SkipReason:
-    """Reserve what the campaigns miss and ask for one run per block or country; on failure take it back."""
+    """Reserve what the campaigns miss and ask for one run per block or country; on failure take it back.
+
+    Marks of an earlier tick whose runs never reached the instance are taken back first and asked for again.
+    """
     if not campaigns:
         return dg.SkipReason("No active campaign.")
     targetings = [c.targeting for c in campaigns]
     categories = sorted({category for t in targetings for category in t.categories})
     every_area, _ = campaigns_needs(targetings, [], now)
-    areas, needs = campaigns_needs(targetings, store.import_rows(every_area, categories), now)
-    if off_reason:
-        message = f"{len(needs.missing)} areas of business listings not loaded: {off_reason}."
+    rows = store.import_rows(every_area, categories)
+    if _take_back_unlaunched(instance, store, rows, now, log):
+        rows = store.import_rows(every_area, categories)
+    areas, needs = campaigns_needs(targetings, rows, now)
+    if overture.off_reason:
+        message = f"{len(needs.missing)} areas of business listings not loaded: {overture.off_reason}."
         log.warning(message)
         return dg.SkipReason(message)
     if not needs.missing:
         return dg.SkipReason(f"Nothing missing; {len(needs.coming)} areas have an import on its way.")
+    # A release that cannot be found fails the tick before anything is reserved, not every run for 7 days.
+    release = overture.current_release()
     reservation = store.reserve_runs(needs.missing, areas, now)
     runs, stamp = reservation.runs, reservation.stamp
     try:
@@ -89,7 +133,7 @@ def request_import_runs(
         store.take_back([pair for run in runs for pair in run.pairs], stamp)
         raise
     log.info(
-        f"Reserved {sum(len(r.pairs) for r in runs)} pairs in {len(launch)} runs "
+        f"Reserved {sum(len(r.pairs) for r in runs)} pairs in {len(launch)} runs of release {release} "
         f"({len(skipped)} identical runs launched within {SAME_WORK_HOURS} h were skipped)."
     )
     return result
@@ -107,7 +151,7 @@ def import_sensor(
     return request_import_runs(
         context.instance,
         store.store,
-        overture.off_reason,
+        overture,
         store.store.campaigns(active_only=True),
         datetime.now(UTC),
         context.log,

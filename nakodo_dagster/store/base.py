@@ -640,15 +640,18 @@ class Store(ABC):
         """Pause or resume a campaign's search."""
         if status not in CAMPAIGN_STATUSES:
             raise InvalidInput(f"status {status!r} is not allowed; allowed: {', '.join(CAMPAIGN_STATUSES)}")
-        updated = self._transact(
-            lambda tx: tx.rows(
-                "UPDATE campaigns SET status = $status WHERE id = $id RETURNING id",
+
+        def work(tx: Transaction) -> None:
+            # No RETURNING: DuckDB runs UPDATE ... RETURNING as a delete and an insert, which the foreign key from
+            # the campaign's businesses refuses.
+            tx.run(
+                "UPDATE campaigns SET status = $status WHERE id = $id",
                 status=status,
                 id=_check_campaign_id(campaign_id),
             )
-        )
-        if not updated:
-            raise _no_campaign(campaign_id)
+            self._campaign_in(tx, campaign_id)
+
+        self._transact(work)
 
     def add_campaign_location(self, campaign_id: int, location: Location) -> Campaign:
         """Add a point or a country to a campaign's targeting: its next imports and searches look there too."""
@@ -657,14 +660,10 @@ class Store(ABC):
 
         def work(tx: Transaction) -> Campaign:
             # Touching the row first locks it until commit in PostgreSQL (DuckDB holds the whole file), so two
-            # locations added at once are added one after the other and neither is lost.
-            rows = tx.rows(
-                f"UPDATE campaigns SET targeting = targeting WHERE id = $id RETURNING {_CAMPAIGN_COLUMNS}",
-                id=_check_campaign_id(campaign_id),
-            )
-            if not rows:
-                raise _no_campaign(campaign_id)
-            campaign = _campaign(rows[0])
+            # locations added at once are added one after the other and neither is lost. Without RETURNING, as in
+            # set_campaign_status.
+            tx.run("UPDATE campaigns SET targeting = targeting WHERE id = $id", id=_check_campaign_id(campaign_id))
+            campaign = self._campaign_in(tx, campaign_id)
             if location in campaign.targeting.locations:
                 raise InvalidInput(f"campaign {campaign_id} already targets this location; `campaign show` lists them")
             targeting = Targeting((*campaign.targeting.locations, location), campaign.targeting.categories)

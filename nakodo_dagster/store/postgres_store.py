@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from collections.abc import Callable
@@ -53,8 +54,14 @@ class PostgresStore(Store):
     def _transact(self, work: Callable[[Transaction], T]) -> T:
         connection = psycopg2.connect(self.url, options="-c timezone=UTC")
         try:
-            # The connection as a context manager commits on success and rolls back on an exception.
-            with connection, connection.cursor() as cursor:
-                return work(_PostgresTransaction(cursor))
+            with connection.cursor() as cursor:
+                result = work(_PostgresTransaction(cursor))
+            connection.commit()
+            return result
+        except BaseException:
+            # A server that went away also refuses the rollback: the error worth raising is the first one.
+            with contextlib.suppress(psycopg2.Error):
+                connection.rollback()
+            raise
         finally:
             connection.close()

@@ -121,3 +121,15 @@ def test_only_new_partitions_are_registered(instance, resources):
     assert {
         tuple(p)[1] for r in result.run_requests for p in r.run_config["ops"]["import_block"]["config"]["pairs"]
     } == {"bakery"}
+
+
+def test_a_root_without_releases_fails_the_tick_before_reserving(instance, database_url, tmp_path):
+    from nakodo_dagster.errors import InvalidInput
+    from nakodo_dagster.resources import OvertureResource, StoreResource
+
+    resources = {"store": StoreResource(database=database_url), "overture": OvertureResource(root=str(tmp_path))}
+    resources["store"].store.add_campaign("Leeds", LEEDS)
+
+    with pytest.raises(InvalidInput, match="no release"):
+        tick(instance, resources)
+    assert marks(resources) == set(), "a missing release must not block every pair for 7 days"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
-from overture_helpers import BUCKET, CURRENT, PREFIX, PREVIOUS, Row, expected_rows
+from overture_helpers import BUCKET, CURRENT, PREFIX, PREVIOUS, Row, expected_rows, s3_client, upload_releases
 
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.placement import ImportRun
@@ -27,42 +24,9 @@ def sample_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[str]:
-    """An S3-compatible server on loopback (moto), its endpoint URL."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
 def s3_bucket(s3_server: str, sample_root: Path) -> str:
     """The sample releases uploaded under s3://BUCKET/PREFIX, readable by anyone, as Overture's bucket is."""
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server,
-        region_name="us-west-2",
-        aws_access_key_id="uploader",
-        aws_secret_access_key="uploader",
-    )
-    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    public_read = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": ["s3:GetObject", "s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"],
-            }
-        ],
-    }
-    client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps(public_read))
-    for path in sorted(sample_root.rglob("*.parquet")):
-        client.upload_file(str(path), BUCKET, f"{PREFIX}/{path.relative_to(sample_root).as_posix()}")
+    upload_releases(s3_client(s3_server), sample_root, BUCKET)
     return f"s3://{BUCKET}/{PREFIX}"
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import boto3
 import pyarrow.dataset as ds
 
 from nakodo_dagster.overture.reader import MIN_CONFIDENCE
@@ -15,6 +17,36 @@ BUCKET = "nakodo-overture"
 PREFIX = "release"
 
 Row = tuple
+
+
+def s3_client(endpoint: str):
+    """A boto3 S3 client of the loopback server, signed with throwaway keys (the server accepts any)."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-west-2",
+        aws_access_key_id="uploader",
+        aws_secret_access_key="uploader",
+    )
+
+
+def upload_releases(client, root: Path, bucket: str) -> None:
+    """Every release under ``root`` uploaded under s3://bucket/PREFIX, readable by anyone as Overture's bucket is."""
+    client.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    public_read = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:GetObject", "s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+            }
+        ],
+    }
+    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(public_read))
+    for path in sorted(Path(root).rglob("*.parquet")):
+        client.upload_file(str(path), bucket, f"{PREFIX}/{path.relative_to(root).as_posix()}")
 
 
 def block_run(lat0: float, lng0: float, categories=("cafe", "pub", "restaurant")) -> ImportRun:

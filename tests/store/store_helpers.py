@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.placement import ImportRun, import_runs
 from nakodo_dagster.store import Store
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -29,11 +29,12 @@ PLACE_COLUMNS = (
 
 
 def run_for(pairs: Iterable[tuple[str, str]]) -> ImportRun:
-    """A run that reserved exactly these pairs (its box does not matter to the store)."""
-    pairs = tuple(sorted(set(pairs)))
-    areas = tuple(sorted({a for a, _ in pairs}))
-    categories = tuple(sorted({c for _, c in pairs}))
-    return ImportRun(areas, categories, (-2.0, 53.0, 0.0, 55.0), None, pairs)
+    """The one run import_runs makes of these pairs (one block or one country), as the sensor would launch it."""
+    missing: dict[str, list[str]] = {}
+    for area, category in sorted(set(pairs)):
+        missing.setdefault(area, []).append(category)
+    (run,) = import_runs(missing, {})
+    return run
 
 
 def places_table(rows: Sequence[dict[str, Any]]) -> pa.Table:

@@ -17,7 +17,7 @@ from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import REQUESTED
 from nakodo_dagster.store import open_store
 
-A, B, C = "cell:53.5,-2", "cell:53.5,-1.5", "cell:54,-2"
+A, B, C = "cell:53.5,-2", "cell:53.5,-1.5", "cell:53,-2"
 OLD_RELEASE = "2026-10-15.0"
 NEW_RELEASE = RELEASE
 

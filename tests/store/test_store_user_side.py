@@ -6,10 +6,19 @@ import threading
 from datetime import timedelta
 
 import pytest
-from store_helpers import NOW, RELEASE, imports_table, query, record_release
+from store_helpers import NOW, RELEASE, imports_table, places_table, query, record_release
 
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.placement import IMPORT_HOURS, REQUESTED, CountryLocation, PlaceImport, PointLocation, Targeting
+from nakodo_dagster.placement import (
+    IMPORT_HOURS,
+    REQUESTED,
+    CountryLocation,
+    PlaceImport,
+    PointLocation,
+    Targeting,
+    areas_for,
+    import_runs,
+)
 from nakodo_dagster.store import PlaceName, open_store
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10),), ("cafe",))
@@ -49,6 +58,19 @@ def test_locations_added_at_once_are_all_kept(store, database_url):
     for thread in threads:
         thread.join()
     assert set(store.campaign(campaign_id).targeting.locations) == {*LEEDS.locations, *locations}
+
+
+def test_a_campaign_with_businesses_can_be_paused_and_given_a_location(store):
+    campaign_id = store.add_campaign("Leeds", LEEDS, now=NOW)
+    (run,) = import_runs({CELL: ["cafe"]}, areas_for(LEEDS))
+    place = {"id": "p1", "area": CELL, "category": "cafe", "lat": 53.80, "lng": -1.56}
+    store.write_import(run, RELEASE, places_table([place]), NOW)
+    assert store.add_campaign_businesses(campaign_id, NOW) == (1, 1)
+    # DuckDB refuses UPDATE ... RETURNING on a row another table's foreign key points at.
+    store.set_campaign_status(campaign_id, "paused")
+    store.add_campaign_location(campaign_id, CountryLocation("LU"))
+    assert store.campaign(campaign_id).status == "paused"
+    assert [r["id"] for r in store.campaign_results(campaign_id)] == ["p1"]
 
 
 @pytest.mark.parametrize("name", ["Leeds\ncafes", "nul\x00", "tab\there"])

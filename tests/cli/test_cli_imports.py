@@ -1,0 +1,39 @@
+"""A failed import seen from the command line: sync exits 1, the freshness table shows it, retry lifts the block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from shlex import split
+
+from overture_helpers import CURRENT as RELEASE
+
+from nakodo_dagster.placement import PointLocation, Targeting, areas_for
+from nakodo_dagster.store import open_store
+
+# A 2 km circle in the middle of a cell: one area, one pair, one run.
+CAFES = Targeting((PointLocation(53.75, -1.75, 2),), ("cafe",))
+
+
+def broken_release(tmp_path: Path) -> Path:
+    """A release whose only Parquet file is not Parquet at all: every read of it fails."""
+    folder = tmp_path / "broken" / RELEASE / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    (folder / "part-00000.zstd.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    return tmp_path / "broken"
+
+
+def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(nakodo, tmp_path, database_url):
+    (area,) = areas_for(CAFES)
+    added = nakodo(*split("campaign add --name Leeds --at 53.75,-1.75 --radius-km 2 --category cafe"))
+    campaign_id = added.stdout.splitlines()[-1]
+
+    broken = str(broken_release(tmp_path))
+    failed = nakodo("sync", "--campaign", campaign_id, "--wait", "60", NAKODO_OVERTURE_ROOT=broken, expect=1)
+    assert "1 import runs (1 failed)" in failed.stdout
+    assert "`nakodo imports retry AREA CATEGORY` overrides the block" in failed.stderr
+    status = nakodo("imports", "status").stdout.splitlines()
+    assert status[1].split()[:6] == ["cafe", "0", "0", "1", "0", "-"]
+
+    retried = nakodo("imports", "retry", area, "cafe")
+    assert f"Forgot the failed import of cafe in {area}" in retried.stdout
+    assert open_store(database_url).import_rows([area], ["cafe"]) == []

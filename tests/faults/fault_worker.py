@@ -1,0 +1,87 @@
+"""A separate process for the fault suite: ``python fault_worker.py COMMAND JSON_ARGS``.
+
+It prints ``ready`` once loaded, waits for a line on stdin (so that the test decides when it starts, and several
+start at the same moment), does its work and prints one JSON line. The test kills it when it likes.
+
+- ``import``: execute one import_places run request on a shared Dagster instance, as a run worker does.
+- ``daemon``: tick the import sensor on an instance of its own and execute every run it asked for.
+- ``hold``: open a DuckDB file, insert a campaign in a transaction, and commit when told to.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import duckdb
+
+
+def _resources(args: dict) -> dict:
+    from nakodo_dagster.resources import OvertureResource, StoreResource
+
+    return {"store": StoreResource(database=args["store"]), "overture": OvertureResource(root=args["root"])}
+
+
+# Dagster is imported by the commands that use it: a holder of the DuckDB file must start in a blink.
+
+
+def run_import(args: dict) -> bool:
+    import dagster as dg
+
+    from nakodo_dagster.assets.places import import_places
+
+    with dg.DagsterInstance.from_config(args["instance"]) as instance:
+        request = args["request"]
+        result = import_places.execute_in_process(
+            run_config=request["run_config"],
+            tags=request["tags"],
+            instance=instance,
+            resources=_resources(args),
+            raise_on_error=False,
+        )
+        return result.success
+
+
+def daemon(args: dict) -> list:
+    """The pairs of every run this daemon's tick asked for and executed successfully."""
+    import dagster as dg
+
+    from nakodo_dagster.assets.places import import_places
+    from nakodo_dagster.sensors.import_sensor import import_sensor
+
+    resources = _resources(args)
+    imported = []
+    with dg.instance_for_test() as instance:
+        ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        for request in getattr(ticked, "dynamic_partitions_requests", None) or []:
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        for request in getattr(ticked, "run_requests", None) or []:
+            result = import_places.execute_in_process(
+                run_config=request.run_config, tags=request.tags, instance=instance, resources=resources
+            )
+            assert result.success
+            imported += request.run_config["ops"]["import_block"]["config"]["pairs"]
+    return imported
+
+
+def hold(args: dict) -> str:
+    with duckdb.connect(args["path"]) as connection:
+        connection.begin()
+        connection.execute("INSERT INTO campaigns (name, targeting, created_at) VALUES ('held', '{}', now())")
+        print("holding", flush=True)
+        sys.stdin.readline()
+        connection.commit()
+    return "committed"
+
+
+COMMANDS = {"import": run_import, "daemon": daemon, "hold": hold}
+
+if __name__ == "__main__":
+    command, raw_args = sys.argv[1:]
+    if command != "hold":
+        # Loaded before "ready", so that released workers start their work at once, not their imports.
+        importlib.import_module("nakodo_dagster.definitions")
+    print("ready", flush=True)
+    sys.stdin.readline()
+    print(json.dumps(COMMANDS[command](json.loads(raw_args))), flush=True)

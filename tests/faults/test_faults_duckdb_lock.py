@@ -1,0 +1,81 @@
+"""Another process holds the DuckDB store file in a write transaction: the store waits, or says it gave up."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+from fault_helpers import stored_places
+from overture_helpers import CURRENT as RELEASE
+
+from nakodo_dagster.overture.reader import read_places
+from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.store import StoreLocked, open_store
+
+pytestmark = pytest.mark.faults
+
+LEEDS = Targeting((PointLocation(53.7997, -1.5492, 2),), ("cafe", "pub"))
+
+
+@pytest.fixture
+def loaded(duckdb_url, release_root, tmp_path):
+    """A store holding one import of the Leeds pairs, and that import's run and places."""
+    store = open_store(duckdb_url)
+    store.migrate()
+    areas = areas_for(LEEDS)
+    [run] = import_runs({key: list(LEEDS.categories) for key in areas}, areas)
+    places = read_places(run, release_root, RELEASE, index_dir=tmp_path / "index").table
+    store.write_import(run, RELEASE, places, datetime.now(UTC))
+    return store, run, places
+
+
+def _campaign_names(path: str) -> list[str]:
+    # Opened afresh, as after a restart: a damaged file would not open or not read.
+    with duckdb.connect(path, read_only=True) as connection:
+        return [row[0] for row in connection.execute("SELECT name FROM campaigns ORDER BY id").fetchall()]
+
+
+def test_the_writer_waits_for_the_holder_and_both_writes_land(loaded, duckdb_url, workers):
+    store, run, _ = loaded
+    before = stored_places(store, list(run.pairs))
+    holder = workers.start("hold", {"path": duckdb_url})
+    workers.go(holder)
+    assert holder.stdout.readline().strip() == "holding"
+    written: list[object] = []
+    writer = threading.Thread(target=lambda: written.append(store.add_campaign("Leeds", LEEDS)))
+    writer.start()
+    time.sleep(0.5)
+    assert writer.is_alive(), "the writer waits on the file lock"
+
+    holder.stdin.write("commit\n")
+    holder.stdin.flush()
+    writer.join(timeout=30)
+
+    assert holder.wait(timeout=30) == 0
+    assert written and isinstance(written[0], int)
+    assert _campaign_names(duckdb_url) == ["held", "Leeds"]
+    assert stored_places(store, list(run.pairs)) == before
+
+
+def test_a_holder_that_outlasts_the_timeout_is_a_clear_error_and_its_death_harms_nothing(loaded, duckdb_url, workers):
+    store, run, places = loaded
+    before = stored_places(store, list(run.pairs))
+    holder = workers.start("hold", {"path": duckdb_url})
+    workers.go(holder)
+    assert holder.stdout.readline().strip() == "holding"
+    impatient = open_store(duckdb_url, lock_timeout=0.5)
+
+    with pytest.raises(StoreLocked, match=rf"{Path(duckdb_url).name} stayed locked for 0.5 s"):
+        impatient.write_import(run, "2026-12-16.0", places, datetime.now(UTC))
+    # The holder dies with its transaction open.
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+
+    assert _campaign_names(duckdb_url) == [], "the dead holder's uncommitted campaign is not there"
+    assert stored_places(store, list(run.pairs)) == before, "nor did the refused import write anything"
+    assert store.add_campaign("Leeds", LEEDS) > 0, "and the file takes writes again"

@@ -1,0 +1,131 @@
+"""The remote release misbehaves: errors that pass, a server that hangs, broken files, a release that goes away.
+
+The S3 server is real (moto on loopback) and so is the fault: a proxy in front of it answers 500 / 503, stalls
+or lets the server change under the client. A failed re-import keeps the previous places and its mark, which
+reads as failed at once (7-day block); Dagster shows the run failed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from fault_helpers import (
+    assert_run_failed,
+    execute,
+    failure_text,
+    marks,
+    request_pairs,
+    states,
+    stored_places,
+    tick,
+)
+from fault_proxy import Rule
+from overture_helpers import CURRENT as RELEASE
+from overture_helpers import expected_rows
+
+from nakodo_dagster.overture import duck
+from nakodo_dagster.placement import ImportRun, PointLocation, Targeting
+from nakodo_dagster.resources import OvertureResource, StoreResource
+
+pytestmark = pytest.mark.faults
+
+# 2 km around Leeds: one cell, two categories, one run.
+LEEDS = Targeting((PointLocation(53.7997, -1.5492, 2),), ("cafe", "pub"))
+
+
+@pytest.fixture
+def resources(remote_release, duckdb_url) -> dict:
+    return {"store": StoreResource(database=duckdb_url), "overture": OvertureResource(root=remote_release.root)}
+
+
+def test_errors_that_pass_are_retried_and_the_import_succeeds(instance, resources, remote_release, release_root):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    proxy = remote_release.proxy
+    # Listings go through DuckDB's httpfs, object reads through the release index's HTTP client: both retry.
+    for rule in (Rule("listing", 2, status=503), Rule("listing", 1, status=500), Rule("object", 2, status=503)):
+        proxy.add(rule)
+
+    [request] = tick(instance, resources).run_requests
+    result = execute(instance, resources, request)
+
+    assert result.success, failure_text(result)
+    assert proxy.faults() == 5
+    run = ImportRun.from_payload(request.run_config["ops"]["import_block"]["config"])
+    expected = expected_rows(Path(release_root), RELEASE, run)
+    held = stored_places(store, request_pairs(request))
+    assert {place_id for pair in held.values() for place_id, _ in pair} == {row[0] for row in expected}
+    assert marks(store, LEEDS) == []
+
+
+def _replace_objects(remote, change) -> None:
+    """Rewrite every object of the release on the server (its ETag changes, as a rewritten file's would)."""
+    listed = remote.client.list_objects_v2(Bucket=remote.bucket, Prefix=f"release/{RELEASE}/")
+    for item in listed["Contents"]:
+        body = remote.client.get_object(Bucket=remote.bucket, Key=item["Key"])["Body"].read()
+        remote.client.put_object(Bucket=remote.bucket, Key=item["Key"], Body=change(body))
+
+
+def _scrambled(body: bytes) -> bytes:
+    """The same length, the magic and the footer intact, every data page replaced by noise."""
+    (footer,) = struct.unpack("<I", body[-8:-4])
+    return body[:4] + os.urandom(len(body) - footer - 12) + body[-footer - 8 :]
+
+
+def _delete_release(remote) -> None:
+    listed = remote.client.list_objects_v2(Bucket=remote.bucket, Prefix=f"release/{RELEASE}/")
+    for item in listed["Contents"]:
+        remote.client.delete_object(Bucket=remote.bucket, Key=item["Key"])
+
+
+def _hang(remote, monkeypatch) -> None:
+    # A short timeout keeps the test short; the production values are duck's constants.
+    monkeypatch.setattr(duck, "HTTP_TIMEOUT_S", 1)
+    monkeypatch.setattr(duck, "HTTP_RETRIES", 1)
+    remote.proxy.add(Rule("listing", 20, stall_s=3))
+
+
+FAULTS = {
+    "server hangs past the timeout": (_hang, r"Timeout was reached"),
+    "truncated files": (
+        lambda remote, _: _replace_objects(remote, lambda body: body[: len(body) // 2]),
+        r"is not a Parquet file",
+    ),
+    "corrupt files": (lambda remote, _: _replace_objects(remote, _scrambled), r"(?i)corrupt|invalid|deserializ|zstd"),
+    "release gone between discovery and read": (
+        lambda remote, _: remote.proxy.add(Rule("listing", 1, after=lambda: _delete_release(remote))),
+        rf"release '{re.escape(RELEASE)}' is not under .*available here: none",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_failed_reimport_keeps_the_places_and_blocks_for_a_week(
+    instance, resources, remote_release, monkeypatch, fault
+):
+    store = resources["store"].store
+    campaign = store.add_campaign("Leeds", LEEDS)
+    [request] = tick(instance, resources).run_requests
+    assert execute(instance, resources, request).success
+    pairs = request_pairs(request)
+    before = stored_places(store, pairs)
+    assert any(before.values())
+    # The analyst's re-import of a loaded pair: the same run again.
+    store.force_request(pairs, datetime.now(UTC))
+    inject, message = FAULTS[fault]
+    inject(remote_release, monkeypatch)
+
+    result = execute(instance, resources, request)
+
+    assert_run_failed(instance, result)
+    assert re.search(message, failure_text(result)), failure_text(result)
+    assert stored_places(store, pairs) == before, "the previous places stay"
+    assert [(area, category) for area, category, _ in marks(store, LEEDS)] == sorted(pairs), "the mark stays"
+    assert states(store, campaign) == (0, {"failed"}), "nobody waits on it: it reads as failed"
+    assert isinstance(tick(instance, resources), dg.SkipReason), "and it is not asked for again for a week"

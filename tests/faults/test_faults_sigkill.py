@@ -1,0 +1,146 @@
+"""An import process killed with SIGKILL in the middle of writing: every pair keeps all its old places, the mark
+stays, the next tick does not ask again, and once Dagster records the run failed nobody waits on it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import psycopg2
+import pytest
+from fault_helpers import execute, marks, request_pairs, run_failure_sensor, states, stored_places, tick
+from overture_helpers import CURRENT, PREVIOUS
+
+from nakodo_dagster.overture.sample import TAXONOMY, write_sample_release
+from nakodo_dagster.placement import CountryLocation, Targeting
+from nakodo_dagster.resources import OvertureResource, StoreResource
+
+pytestmark = pytest.mark.faults
+
+# A whole country in the sample's two top levels of categories (every place is in two of them): thousands of rows,
+# a write of a few hundred milliseconds, and few pairs.
+EVERYTHING_IN_GB = Targeting(
+    (CountryLocation("GB"),), tuple(sorted({name for c in TAXONOMY if c.hierarchy for name in c.hierarchy[:2]}))
+)
+# The write holds the DuckDB file this long before it is killed; migrating takes a few milliseconds.
+WRITING_S = 0.06
+
+
+@pytest.fixture(scope="module")
+def two_releases(tmp_path_factory) -> str:
+    """The previous release, then a current one with other places: old and new places are told apart."""
+    root = tmp_path_factory.mktemp("two_releases")
+    for release, seed in ((PREVIOUS, 3), (CURRENT, 7)):
+        write_sample_release(root, release=release, rows=20_000, files=4, row_group_rows=500, seed=seed, progress=False)
+    return str(root)
+
+
+def _holds_lock(pid: int, inode: int) -> bool:
+    """Whether the process holds a POSIX lock on the file (what DuckDB takes while a connection is open)."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" not in fields and len(fields) > 5 and fields[4] == str(pid) and fields[5].endswith(f":{inode}"):
+            return True
+    return False
+
+
+def _kill_while_writing_duckdb(child, path: str) -> None:
+    """Kill the child once it has held the store file for WRITING_S: inside write_import's transaction."""
+    inode, held_since = os.stat(path).st_ino, None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if _holds_lock(child.pid, inode):
+            held_since = held_since or time.monotonic()
+            if time.monotonic() - held_since >= WRITING_S:
+                child.send_signal(signal.SIGKILL)
+                return
+        else:
+            held_since = None
+        time.sleep(0.002)
+    pytest.fail("the import never held the store file long enough to be writing")
+
+
+def _kill_while_writing_postgres(workers, child, url: str) -> None:
+    """Hold one old place so the child's delete waits on it mid-transaction, kill the child there, let go."""
+    blocker = psycopg2.connect(url)
+    watcher = psycopg2.connect(url)
+    watcher.autocommit = True
+    try:
+        blocker.cursor().execute("SELECT 1 FROM places WHERE area = 'country:GB' LIMIT 1 FOR UPDATE")
+        workers.go(child)
+        deadline = time.monotonic() + 60
+        while True:
+            with watcher.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM places%'"
+                )
+                backends = [row[0] for row in cursor.fetchall()]
+            if backends:
+                break
+            assert time.monotonic() < deadline, "the import never reached its delete"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        blocker.rollback()
+        # The dead client's transaction is rolled back when its server process notices it is gone.
+        while True:
+            with watcher.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (backends,))
+                if cursor.fetchone()[0] == 0:
+                    return
+            assert time.monotonic() < deadline, "the dead import's transaction lingered"
+            time.sleep(0.02)
+    finally:
+        blocker.close()
+        watcher.close()
+
+
+def test_an_import_killed_while_writing_leaves_every_pair_whole(instance, database_url, two_releases, workers):
+    old = {
+        "store": StoreResource(database=database_url),
+        "overture": OvertureResource(root=two_releases, release=PREVIOUS),
+    }
+    store = old["store"].store
+    campaign = store.add_campaign("Everything in GB", EVERYTHING_IN_GB)
+    [request] = tick(instance, old).run_requests
+    assert execute(instance, old, request).success
+    pairs = request_pairs(request)
+    before = stored_places(store, pairs)
+    assert sum(len(held) for held in before.values()) > 3_000
+    store.force_request(pairs, datetime.now(UTC))
+    stamps = marks(store, EVERYTHING_IN_GB)
+
+    child = workers.start(
+        "import",
+        {
+            "instance": instance.root_directory,
+            "store": database_url,
+            "root": two_releases,
+            "request": {"run_config": request.run_config, "tags": request.tags},
+        },
+    )
+    if database_url.startswith("postgresql://"):
+        _kill_while_writing_postgres(workers, child, database_url)
+    else:
+        workers.go(child)
+        _kill_while_writing_duckdb(child, database_url)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+
+    assert stored_places(store, pairs) == before, "every pair keeps all its old places"
+    assert marks(store, EVERYTHING_IN_GB) == stamps, "the mark stays"
+    assert isinstance(tick(instance, old), dg.SkipReason), "and the next tick does not ask again"
+    assert states(store, campaign) == (1, {"coming"})
+
+    # Run monitoring finds the dead worker and records the run failed; the failure sensor stops the wait.
+    [killed] = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    instance.report_run_failed(killed)
+    run_failure_sensor(instance, killed.run_id, old)
+
+    assert states(store, campaign) == (0, {"failed"})
+    assert isinstance(tick(instance, old), dg.SkipReason)
+    assert stored_places(store, pairs) == before
