@@ -11,9 +11,10 @@ A run then picks the row groups whose statistics meet its box, coalesces the byt
 needs, fetches them with parallel range requests and decodes them from memory: no footer crosses the network.
 
 Remote releases are fetched with plain HTTP range GETs from a small thread pool (urllib3), not through DuckDB:
-DuckDB cannot read a byte range, and pyarrow's S3 filesystem sends a HEAD per file, which Overture's bucket
-policy need not allow. The endpoint, region and anonymous-unless-credentials rule are ``duck.s3_secret``'s,
-so DuckDB and this client always agree; with credentials, requests are signed with AWS Signature Version 4.
+DuckDB cannot read a byte range, and pyarrow's S3 filesystem sends a HEAD per file first (a round trip per
+file, refused where a bucket policy grants anonymous readers only s3:GetObject, as the loopback server does).
+The endpoint, region and anonymous-unless-credentials rule are ``duck.s3_secret``'s, so DuckDB and this
+client always agree; with credentials, requests are signed with AWS Signature Version 4.
 
 Overture releases never change once published, but a folder can be rewritten under the same name: each file's
 version (ETag, or size and modification time) is in the index, every range request is conditional on it, and a

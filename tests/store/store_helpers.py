@@ -8,24 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, import_runs
 from nakodo_dagster.store import Store
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 RELEASE = "2026-11-18.0"
-PLACE_COLUMNS = (
-    "id",
-    "area",
-    "category",
-    "name",
-    "lat",
-    "lng",
-    "confidence",
-    "address",
-    "country",
-    "websites",
-    "phones",
-)
 
 
 def run_for(pairs: Iterable[tuple[str, str]]) -> ImportRun:
@@ -41,22 +29,7 @@ def places_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
     """Places as the reader hands them: websites and phones as lists, address as one line."""
     defaults = {"name": None, "confidence": 0.9, "address": None, "country": "GB", "websites": [], "phones": []}
     full = [{**defaults, **row} for row in rows]
-    schema = pa.schema(
-        [
-            ("id", pa.string()),
-            ("area", pa.string()),
-            ("category", pa.string()),
-            ("name", pa.string()),
-            ("lat", pa.float64()),
-            ("lng", pa.float64()),
-            ("confidence", pa.float64()),
-            ("address", pa.string()),
-            ("country", pa.string()),
-            ("websites", pa.list_(pa.string())),
-            ("phones", pa.list_(pa.string())),
-        ]
-    )
-    return pa.Table.from_pylist(full, schema=schema)
+    return pa.Table.from_pylist(full, schema=PLACES_SCHEMA)
 
 
 def record_release(store: Store, pairs: Iterable[tuple[str, str]], at: datetime, release: str = RELEASE) -> None:

@@ -77,8 +77,18 @@ def test_list_columns_arrive_as_lists_or_as_json_text(store):
         pa.array([{"freeform": "1 Briggate", "locality": "Leeds"}]),
     )
     store.write_import(run_for([(A, "cafe")]), RELEASE, as_lists, NOW)
-    store.write_import(run_for([(B, "cafe")]), RELEASE, as_text.set_column(1, "area", pa.array([B])), NOW)
-    store.write_import(run_for([(C, "cafe")]), RELEASE, structured.set_column(1, "area", pa.array([C])), NOW)
+    store.write_import(
+        run_for([(B, "cafe")]),
+        RELEASE,
+        as_text.set_column(as_text.schema.get_field_index("area"), "area", pa.array([B])),
+        NOW,
+    )
+    store.write_import(
+        run_for([(C, "cafe")]),
+        RELEASE,
+        structured.set_column(structured.schema.get_field_index("area"), "area", pa.array([C])),
+        NOW,
+    )
     rows = {area: rest for area, *rest in query(store, "SELECT area, websites, phones, address FROM places")}
     assert json.loads(rows[A][0]) == ["https://a.example"]
     assert json.loads(rows[A][1]) == ["+44 1", "+44 2"]
