@@ -25,7 +25,7 @@ from bench.report import write_results
 from bench.search import measure_search
 from nakodo_dagster.overture.index import load_index
 from nakodo_dagster.overture.reader import longitude_ranges, query_column
-from nakodo_dagster.overture.sample import DEFAULT_RELEASE, write_sample_release
+from nakodo_dagster.overture.sample import DEFAULT_RELEASE, publish_releases, write_sample_release
 from nakodo_dagster.placement import ImportRun, cell, cells_around, country_area, import_runs
 
 HERE = Path(__file__).parent
@@ -77,22 +77,7 @@ def serve(root: Path, server: ThreadedMotoServer) -> str:
         aws_access_key_id="bench",
         aws_secret_access_key="bench",
     )
-    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    policy = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": ["s3:GetObject", "s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"],
-            }
-        ],
-    }
-    client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps(policy))
-    for path in sorted(root.rglob("*.parquet")):
-        client.upload_file(str(path), BUCKET, f"{PREFIX}/{path.relative_to(root).as_posix()}")
-    return f"s3://{BUCKET}/{PREFIX}"
+    return publish_releases(client, root, BUCKET, PREFIX)
 
 
 def run_worker(spec: dict, proxy: LatencyProxy) -> dict:

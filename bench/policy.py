@@ -10,7 +10,7 @@ import numpy as np
 import psycopg2
 
 from nakodo_dagster.overture.sample import TAXONOMY
-from nakodo_dagster.placement import PointLocation, Targeting, campaigns_needs
+from nakodo_dagster.placement import PointLocation, Targeting, areas_for, campaigns_needs
 from nakodo_dagster.store import PostgresStore
 
 
@@ -19,7 +19,7 @@ def _tick(store: PostgresStore, targetings: list[Targeting], now: datetime) -> d
     timings = {}
     started = time.perf_counter()
     categories = sorted({c for t in targetings for c in t.categories})
-    every_area, _ = campaigns_needs(targetings, [], now)
+    every_area = {key for targeting in targetings for key in areas_for(targeting)}
     timings["areas_s"] = time.perf_counter() - started
     mark = time.perf_counter()
     rows = store.import_rows(every_area, categories)

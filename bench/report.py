@@ -191,7 +191,7 @@ def write_results(results: dict, folder: Path) -> None:
     if not summary["policy_target_met"]:
         slowest = max((policy["first_tick"], policy["next_tick"]), key=lambda tick: tick["seconds"])
         steps = {
-            "working out areas and needs (placement.campaigns_needs, twice, as the sensor does)": slowest["areas_s"]
+            "working out areas and needs (areas_for, then campaigns_needs, as the sensor does)": slowest["areas_s"]
             + slowest["needs_s"],
             "reading the freshness rows (Store.import_rows)": slowest["import_rows_s"],
             "the compare-and-set reservation (Store.reserve, one INSERT ... ON CONFLICT ... RETURNING)": slowest[

@@ -25,6 +25,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -754,3 +755,24 @@ def _geo_metadata(table: pa.Table) -> bytes:
         "covering": {"bbox": {key: ["bbox", key] for key in ("xmin", "ymin", "xmax", "ymax")}},
     }
     return json.dumps({"version": "1.1.0", "primary_column": "geometry", "columns": {"geometry": geometry}}).encode()
+
+
+def publish_releases(client: Any, root: str | Path, bucket: str, prefix: str) -> str:
+    """Every release under ``root`` uploaded to s3://bucket/prefix with a boto3 client, readable by anyone as
+    Overture's bucket is; returns the s3:// root to read them from."""
+    client.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    public_read = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:GetObject", "s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+            }
+        ],
+    }
+    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(public_read))
+    for path in sorted(Path(root).rglob("*.parquet")):
+        client.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(root).as_posix()}")
+    return f"s3://{bucket}/{prefix}"

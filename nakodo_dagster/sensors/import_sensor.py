@@ -7,7 +7,7 @@ import dagster as dg
 
 from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
-from nakodo_dagster.placement import ImportRun, PlaceImport, campaigns_needs, marks_to_confirm
+from nakodo_dagster.placement import ImportRun, PlaceImport, areas_for, campaigns_needs, marks_to_confirm
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, Store
 
@@ -103,7 +103,7 @@ def request_import_runs(
         return dg.SkipReason("No active campaign.")
     targetings = [c.targeting for c in campaigns]
     categories = sorted({category for t in targetings for category in t.categories})
-    every_area, _ = campaigns_needs(targetings, [], now)
+    every_area = {key for targeting in targetings for key in areas_for(targeting)}
     rows = store.import_rows(every_area, categories)
     if _take_back_unlaunched(instance, store, rows, now, log):
         rows = store.import_rows(every_area, categories)

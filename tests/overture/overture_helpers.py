@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import boto3
 import pyarrow.dataset as ds
 
 from nakodo_dagster.overture.reader import MIN_CONFIDENCE
+from nakodo_dagster.overture.sample import publish_releases
 from nakodo_dagster.placement import ImportRun, cell, cell_containing, country_area, import_runs
 
 CURRENT = "2026-11-18.0"
@@ -32,21 +32,7 @@ def s3_client(endpoint: str):
 
 def upload_releases(client, root: Path, bucket: str) -> None:
     """Every release under ``root`` uploaded under s3://bucket/PREFIX, readable by anyone as Overture's bucket is."""
-    client.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    public_read = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": "*",
-                "Action": ["s3:GetObject", "s3:ListBucket"],
-                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
-            }
-        ],
-    }
-    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(public_read))
-    for path in sorted(Path(root).rglob("*.parquet")):
-        client.upload_file(str(path), bucket, f"{PREFIX}/{path.relative_to(root).as_posix()}")
+    publish_releases(client, root, bucket, PREFIX)
 
 
 def block_run(lat0: float, lng0: float, categories=("cafe", "pub", "restaurant")) -> ImportRun:
