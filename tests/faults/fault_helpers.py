@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -94,3 +96,20 @@ def run_failure_sensor(instance: dg.DagsterInstance, run_id: str, resources: dic
         resources=resources,
     ).for_run_failure()
     import_failure_sensor(context)
+
+
+def wait_until(condition: Callable[[], object], what: str, seconds: float = 60) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` never happened."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.02)
+
+
+def backends_waiting(watcher, statement: str) -> list[int]:
+    """The PostgreSQL backends waiting on a lock while running ``statement`` (a fragment of their SQL)."""
+    with watcher.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s", (f"%{statement}%",)
+        )
+        return [row[0] for row in cursor.fetchall()]

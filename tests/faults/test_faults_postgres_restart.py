@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg2
 import pytest
-from fault_helpers import marks, request_pairs, tick
+from fault_helpers import backends_waiting, marks, request_pairs, tick, wait_until
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import FRESH_DAYS, PointLocation, Targeting, areas_for, import_runs
@@ -18,13 +17,6 @@ pytestmark = pytest.mark.faults
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 2),), ("cafe",))
 OLD_RELEASE = "2026-09-10.0"
-
-
-def _wait_for(condition, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_a_restart_during_a_tick_fails_it_and_leaves_no_mark(instance, private_postgres, release_root):
@@ -56,15 +48,7 @@ def test_a_restart_during_a_tick_fails_it_and_leaves_no_mark(instance, private_p
     watcher = psycopg2.connect(private_postgres.url)
     watcher.autocommit = True
 
-    def reserving() -> bool:
-        with watcher.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE '%INSERT INTO place_imports%'"
-            )
-            return cursor.fetchone()[0] == 1
-
-    _wait_for(reserving)
+    wait_until(lambda: len(backends_waiting(watcher, "INSERT INTO place_imports")) == 1, "the tick reserving")
     private_postgres.restart()
     ticking.join(timeout=60)
 

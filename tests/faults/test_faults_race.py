@@ -9,12 +9,11 @@ are released together and interleave as the file lock lets them.
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg2
 import pytest
-from fault_helpers import marks
+from fault_helpers import backends_waiting, marks, wait_until
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import FRESH_DAYS, PointLocation, Targeting, areas_for, import_runs
@@ -62,17 +61,7 @@ def _race_inside_the_reservation(store, url: str, go) -> None:
     try:
         holder.cursor().execute("SELECT 1 FROM place_imports FOR UPDATE")
         go()
-        deadline = time.monotonic() + 60
-        while True:
-            with watcher.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO place_imports%'"
-                )
-                if cursor.fetchone()[0] == 2:
-                    break
-            assert time.monotonic() < deadline, "the daemons never both reached their reservation"
-            time.sleep(0.02)
+        wait_until(lambda: len(backends_waiting(watcher, "INSERT INTO place_imports")) == 2, "both daemons reserving")
         holder.rollback()
     finally:
         holder.close()

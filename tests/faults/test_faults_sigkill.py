@@ -12,7 +12,17 @@ from pathlib import Path
 import dagster as dg
 import psycopg2
 import pytest
-from fault_helpers import execute, marks, request_pairs, run_failure_sensor, states, stored_places, tick
+from fault_helpers import (
+    backends_waiting,
+    execute,
+    marks,
+    request_pairs,
+    run_failure_sensor,
+    states,
+    stored_places,
+    tick,
+    wait_until,
+)
 from overture_helpers import CURRENT, PREVIOUS
 
 from nakodo_dagster.overture.sample import TAXONOMY, write_sample_release
@@ -72,29 +82,19 @@ def _kill_while_writing_postgres(workers, child, url: str) -> None:
     try:
         blocker.cursor().execute("SELECT 1 FROM places WHERE area = 'country:GB' LIMIT 1 FOR UPDATE")
         workers.go(child)
-        deadline = time.monotonic() + 60
-        while True:
-            with watcher.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pid FROM pg_stat_activity "
-                    "WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM places%'"
-                )
-                backends = [row[0] for row in cursor.fetchall()]
-            if backends:
-                break
-            assert time.monotonic() < deadline, "the import never reached its delete"
-            time.sleep(0.02)
+        wait_until(lambda: backends_waiting(watcher, "DELETE FROM places"), "the import reaching its delete")
+        backends = backends_waiting(watcher, "DELETE FROM places")
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
         blocker.rollback()
+
         # The dead client's transaction is rolled back when its server process notices it is gone.
-        while True:
+        def gone() -> bool:
             with watcher.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (backends,))
-                if cursor.fetchone()[0] == 0:
-                    return
-            assert time.monotonic() < deadline, "the dead import's transaction lingered"
-            time.sleep(0.02)
+                return cursor.fetchone()[0] == 0
+
+        wait_until(gone, "the dead import's transaction ending")
     finally:
         blocker.close()
         watcher.close()
