@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search
+from nakodo_dagster.assets.campaign_search import campaign_search
 from nakodo_dagster.assets.places import import_places
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -80,7 +80,7 @@ def sync(
             metadata = searched.asset_materializations_for_node("campaign_search")[0].metadata
             report.searches += 1
             report.businesses_added += metadata["businesses_added"].value
-            report.pending += campaign_progress(store.store, campaign, overture.off_reason, datetime.now(UTC)).pending
+            report.pending += metadata["pending_areas"].value
         on_step(f"{report.pending} areas pending", report)
         if report.pending == 0 or overture.off_reason or time.monotonic() > deadline:
             return report

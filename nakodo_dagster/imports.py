@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,7 +10,7 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nakodo_dagster.overture.reader import ReadResult
+from nakodo_dagster.overture.reader import ReadResult, longitude_ranges
 from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
 from nakodo_dagster.resources.overture import OvertureResource
 from nakodo_dagster.store import Store
@@ -83,9 +84,12 @@ def _inside_count(area_key: str, rows: pa.Table) -> int:
         inside = pc.and_(pc.equal(row, south), pc.equal(column, west))
     else:
         in_lat = pc.and_(pc.greater_equal(lat, south), pc.less_equal(lat, north))
-        if west <= east:
-            in_lng = pc.and_(pc.greater_equal(lng, west), pc.less_equal(lng, east))
-        else:
-            in_lng = pc.or_(pc.greater_equal(lng, west), pc.less_equal(lng, east))
+        in_lng = functools.reduce(
+            pc.or_,
+            (
+                pc.and_(pc.greater_equal(lng, low), pc.less_equal(lng, high))
+                for low, high in longitude_ranges(west, east)
+            ),
+        )
         inside = pc.and_(pc.and_(in_lat, in_lng), pc.equal(rows["country"], area.country_code))
     return pc.sum(pc.cast(inside, pa.int64())).as_py() or 0

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
-from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
+from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
 from nakodo_dagster.placement import ImportRun, PlaceImport, areas_for, campaigns_needs, marks_to_confirm
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, Store
@@ -76,15 +76,9 @@ def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
 
 
 def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list[dg.AddDynamicPartitionsRequest]:
-    requests = []
-    for dimension, keys in (
-        (AREA, {area for run in runs for area in run.areas}),
-        (CATEGORY, {category for run in runs for category in run.categories}),
-    ):
-        new = sorted(keys - set(instance.get_dynamic_partitions(dimension)))
-        if new:
-            requests.append(dg.AddDynamicPartitionsRequest(dimension, new))
-    return requests
+    areas = sorted({area for run in runs for area in run.areas})
+    categories = sorted({category for run in runs for category in run.categories})
+    return new_partitions_request(instance, AREA, areas) + new_partitions_request(instance, CATEGORY, categories)
 
 
 def request_import_runs(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, campaign_progress
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
+from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
@@ -52,11 +52,11 @@ def search_sensor(
         requests.append(
             dg.RunRequest(partition_key=key, tags={"nakodo/campaign": campaign.name[:200], "nakodo/why": reason})
         )
-    known = set(context.instance.get_dynamic_partitions(CAMPAIGN_PARTITIONS.name))
-    new = sorted({str(c.id) for c in campaigns} - known, key=int)
     return dg.SensorResult(
         run_requests=requests,
         cursor=json.dumps(searches, sort_keys=True),
-        dynamic_partitions_requests=[CAMPAIGN_PARTITIONS.build_add_request(new)] if new else [],
+        dynamic_partitions_requests=new_partitions_request(
+            context.instance, CAMPAIGN_PARTITIONS.name, (str(c.id) for c in sorted(campaigns, key=lambda c: c.id))
+        ),
         skip_reason=None if requests else "No campaign's search is due.",
     )
