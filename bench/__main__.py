@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     print("case (d) search ...", flush=True)
     search = measure_search(work, args.search_places, *PARIS, 200, ("bakery", "cafe", "pub", "restaurant", "hotel"))
     print("policy tick on PostgreSQL ...", flush=True)
-    policy = measure_policy(args.postgres, args.campaigns, 200, 5)
+    policy = measure_policy(args.postgres, str(local_root), args.campaigns, 200, 5)
     results = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {

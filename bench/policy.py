@@ -1,47 +1,43 @@
-"""The import sensor's policy work at scale, against PostgreSQL: what one tick costs for many big campaigns."""
+"""The import sensor's tick at scale: many big campaigns, the store in PostgreSQL, a real Dagster instance."""
 
 from __future__ import annotations
 
-import time
+import logging
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
+import dagster as dg
 import numpy as np
 import psycopg2
 
 from nakodo_dagster.overture.sample import TAXONOMY
-from nakodo_dagster.placement import PointLocation, Targeting, areas_for, campaigns_needs
+from nakodo_dagster.placement import PointLocation, Targeting
+from nakodo_dagster.resources import OvertureResource
+from nakodo_dagster.sensors.import_sensor import StepClock, request_import_runs
 from nakodo_dagster.store import PostgresStore
 
+logger = logging.getLogger("bench.policy")
 
-def _tick(store: PostgresStore, targetings: list[Targeting], now: datetime) -> dict:
-    """One tick, as the import sensor does it: every area, the freshness rows, the needs, the reservation."""
-    timings = {}
-    started = time.perf_counter()
-    categories = sorted({c for t in targetings for c in t.categories})
-    every_area = {key for targeting in targetings for key in areas_for(targeting)}
-    timings["areas_s"] = time.perf_counter() - started
-    mark = time.perf_counter()
-    rows = store.import_rows(every_area, categories)
-    timings["import_rows_s"] = time.perf_counter() - mark
-    mark = time.perf_counter()
-    areas, needs = campaigns_needs(targetings, rows, now)
-    timings["needs_s"] = time.perf_counter() - mark
-    mark = time.perf_counter()
-    reservation = store.reserve_runs(needs.missing, areas, now)
-    timings["reserve_s"] = time.perf_counter() - mark
-    timings["seconds"] = time.perf_counter() - started
-    return timings | {
-        "areas": len(every_area),
-        "rows_read": len(rows),
-        "missing_pairs": sum(len(c) for c in needs.missing.values()),
-        "reserved_runs": len(reservation.runs),
+
+def _tick(instance: dg.DagsterInstance, store: PostgresStore, overture: OvertureResource, now: datetime) -> dict:
+    """One tick of the import sensor, everything it does but hand its requests to the daemon."""
+    clock = StepClock()
+    campaigns = store.campaigns(active_only=True)
+    clock.lap("campaigns")
+    result = request_import_runs(instance, store, overture, campaigns, now, logger, clock)
+    requests = result.run_requests if isinstance(result, dg.SensorResult) else []
+    return {
+        "seconds": clock.seconds,
+        "steps": clock.steps,
+        "runs_requested": len(requests),
+        "pairs_reserved": sum(len(r.run_config["ops"]["import_block"]["config"]["pairs"]) for r in requests),
+        "outcome": result.skip_message if isinstance(result, dg.SkipReason) else "run requests",
     }
 
 
-def measure_policy(admin_url: str, campaigns: int, radius_km: int, categories: int, seed: int = 0) -> dict:
+def measure_policy(admin_url: str, overture_root: str, campaigns: int, radius_km: int, categories: int) -> dict:
     """Two ticks over ``campaigns`` campaigns in a fresh database: the first reserves everything, the next waits."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)
     names = [c.primary for c in TAXONOMY]
     targetings = [
         Targeting(
@@ -56,12 +52,16 @@ def measure_policy(admin_url: str, campaigns: int, radius_km: int, categories: i
     try:
         with admin.cursor() as cursor:
             cursor.execute(f'CREATE DATABASE "{database}"')
-        parts = urlsplit(admin_url)
-        store = PostgresStore(urlunsplit(parts._replace(path=f"/{database}")))
+        store = PostgresStore(urlunsplit(urlsplit(admin_url)._replace(path=f"/{database}")))
         store.migrate()
+        for number, targeting in enumerate(targetings):
+            store.add_campaign(f"campaign {number}", targeting)
+        overture = OvertureResource(root=overture_root)
         now = datetime.now(UTC)
-        first = _tick(store, targetings, now)
-        again = _tick(store, targetings, now + timedelta(minutes=1))
+        with dg.instance_for_test() as instance:
+            first = _tick(instance, store, overture, now)
+            # Within the launch grace: the marks are on their way and no run is looked for yet.
+            again = _tick(instance, store, overture, now + timedelta(minutes=1))
     finally:
         with admin.cursor() as cursor:
             cursor.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')

@@ -10,11 +10,16 @@ from collections.abc import Iterator
 import dagster as dg
 import psycopg2
 import pytest
+from hypothesis import HealthCheck, settings
 from moto.server import ThreadedMotoServer
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.resources import OvertureResource, StoreResource
+
+# Hypothesis times each example against a deadline: on a loaded CI machine that fails correct code.
+settings.register_profile("nakodo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("nakodo")
 
 PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 

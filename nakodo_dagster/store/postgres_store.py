@@ -7,6 +7,7 @@ import io
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import psycopg2
 import pyarrow as pa
@@ -24,9 +25,22 @@ def _pyformat(sql: str) -> str:
     return re.sub(r"\$([A-Za-z_]\w*)", r"%(\1)s", sql.replace("%", "%%"))
 
 
+def _array_text(values: list) -> str:
+    """A list in PostgreSQL's array syntax, sent as one string to cast.
+
+    psycopg2 sends a list as ARRAY['a', 'b', ...], which the server parses as one expression per element: for the
+    hundreds of thousands of pairs of a big tick that parse took longer than the insert.
+    """
+    quoted = (str(value).replace("\\", "\\\\").replace('"', '\\"') for value in values)
+    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
+
+
 class _PostgresTransaction(Transaction):
     def _translate(self, sql: str) -> str:
         return _pyformat(sql)
+
+    def run(self, sql: str, **params: Any) -> None:
+        super().run(sql, **{name: _array_text(v) if isinstance(v, list) else v for name, v in params.items()})
 
     def load_incoming_places(self, places: pa.Table) -> None:
         options = pyarrow.csv.WriteOptions(include_header=False)

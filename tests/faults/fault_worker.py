@@ -3,7 +3,9 @@
 It prints ``ready`` once loaded, waits for a line on stdin (so that the test decides when it starts, and several
 start at the same moment), does its work and prints one JSON line. The test kills it when it likes.
 
-- ``import``: execute one import_places run request on a shared Dagster instance, as a run worker does.
+- ``import``: execute one import_places run request on a shared Dagster instance, as a run worker does; with
+  ``stop_after``, it prints ``stopped`` inside the store's transaction, right after the first statement containing
+  that text, and waits there to be killed.
 - ``daemon``: tick the import sensor on an instance of its own and execute every run it asked for.
 - ``hold``: open a DuckDB file, insert a campaign in a transaction, and commit when told to.
 """
@@ -26,10 +28,29 @@ def _resources(args: dict) -> dict:
 # Dagster is imported by the commands that use it: a holder of the DuckDB file must start in a blink.
 
 
+def _stop_inside_transaction(marker: str) -> None:
+    # A kill timed from outside lands before or after the transaction on a loaded machine; stopping here puts it
+    # in the middle of the write every time.
+    from nakodo_dagster.store.base import Transaction
+
+    run = Transaction.run
+
+    def run_then_stop(self: Transaction, sql: str, **params: object) -> None:
+        run(self, sql, **params)
+        if marker in sql:
+            print("stopped", flush=True)
+            sys.stdin.readline()
+
+    Transaction.run = run_then_stop
+
+
 def run_import(args: dict) -> bool:
     import dagster as dg
 
     from nakodo_dagster.assets.places import import_places
+
+    if "stop_after" in args:
+        _stop_inside_transaction(args["stop_after"])
 
     with dg.DagsterInstance.from_config(args["instance"]) as instance:
         request = args["request"]

@@ -35,6 +35,15 @@ def _tables(store) -> list[str]:
     return sorted(row[0] for row in rows)
 
 
+def test_lists_reach_the_database_as_the_same_values(store):
+    # Area keys and categories are checked before they get here; the list parameter itself must still be exact.
+    texts = ["cell:53.5,-2", 'with "quotes"', "back\\slash", "comma,{brace}", "", "NULL", " spaced ", "ünï"]
+    numbers = [0.1, -180.0, 1e-300, 89.99999999999999]
+    assert [row[0] for row in query(store, "SELECT unnest($texts::TEXT[])", texts=texts)] == texts
+    assert [row[0] for row in query(store, "SELECT unnest($numbers::FLOAT8[])", numbers=numbers)] == numbers
+    assert query(store, "SELECT count(*) FROM (SELECT unnest($empty::TEXT[])) AS t", empty=[]) == [(0,)]
+
+
 def test_migrate_twice_is_a_no_op(store):
     campaign = store.add_campaign("Kept", LEEDS)
     store.migrate()
