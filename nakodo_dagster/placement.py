@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -133,7 +133,7 @@ class ImportRun:
             "categories": list(self.categories),
             "bbox": list(self.bbox),
             "country_code": self.country_code,
-            "pairs": [list(pair) for pair in self.pairs],
+            "pairs": [[area, category] for area, category in self.pairs],
         }
 
     @classmethod
@@ -303,53 +303,50 @@ def import_needs(
     return Needs(missing, coming, arrived_at)
 
 
-def _cell_corner(key: str) -> tuple[float, float]:
-    area = parse_area_key(key)
-    return area.bbox[1], area.bbox[0]
-
-
 def import_runs(missing: Mapping[str, Iterable[str]], areas: Mapping[str, Area]) -> list[ImportRun]:
     """Group missing pairs into runs: one per 4 x 4 block of cells, one per country, same work same key."""
-    blocks: dict[tuple[int, int], list[str]] = {}
+    blocks: dict[tuple[int, int], list[Area]] = {}
     runs: list[ImportRun] = []
     for key in sorted(missing):
-        if key.startswith("country:"):
-            area = areas[key] if key in areas else parse_area_key(key)
+        area = areas[key] if key in areas else parse_area_key(key)
+        if area.country_code:
             categories = tuple(sorted(set(missing[key])))
             pairs = tuple((key, c) for c in categories)
             runs.append(ImportRun((key,), categories, area.bbox, area.country_code, pairs))
         else:
-            lat0, lng0 = _cell_corner(key)
-            blocks.setdefault((math.floor(lat0 / BLOCK_DEGREES), math.floor(lng0 / BLOCK_DEGREES)), []).append(key)
-    for _, keys in sorted(blocks.items()):
-        corners = [_cell_corner(k) for k in keys]
-        # Categories are sorted so that the same work always hashes to the same run key.
-        pairs = tuple(sorted((k, c) for k in keys for c in set(missing[k])))
+            west, south = area.bbox[:2]
+            blocks.setdefault((math.floor(south / BLOCK_DEGREES), math.floor(west / BLOCK_DEGREES)), []).append(area)
+    for _, cells in sorted(blocks.items()):
+        # Keys in order and categories sorted: the same work always hashes to the same run key.
+        pairs = tuple((member.key, c) for member in cells for c in sorted(set(missing[member.key])))
         categories = tuple(sorted({c for _, c in pairs}))
         bbox = (
-            min(lng for _, lng in corners),
-            min(lat for lat, _ in corners),
-            max(lng for _, lng in corners) + CELL_DEGREES,
-            max(lat for lat, _ in corners) + CELL_DEGREES,
+            min(member.bbox[0] for member in cells),
+            min(member.bbox[1] for member in cells),
+            max(member.bbox[2] for member in cells),
+            max(member.bbox[3] for member in cells),
         )
-        runs.append(ImportRun(tuple(sorted(keys)), categories, bbox, None, pairs))
+        runs.append(ImportRun(tuple(member.key for member in cells), categories, bbox, None, pairs))
     return runs
 
 
 def campaigns_needs(
-    targetings: Iterable[Targeting], rows: Iterable[PlaceImport], now: datetime
+    targetings: Sequence[Targeting],
+    rows: Iterable[PlaceImport],
+    now: datetime,
+    areas_of: Sequence[Mapping[str, Area]] | None = None,
 ) -> tuple[dict[str, Area], Needs]:
     """Every campaign's needs merged, so that one block is one run whichever campaigns want it.
 
-    Linear in the campaigns' pairs: the rows are indexed once, not rescanned per campaign.
+    ``areas_of`` is each targeting's ``areas_for``, if the caller has them already. Linear in the campaigns'
+    pairs: the rows are indexed once, not rescanned per campaign.
     """
     by_pair = {(r.area, r.category): r for r in rows}
     areas: dict[str, Area] = {}
     missing: dict[str, set[str]] = {}
     coming: set[str] = set()
     arrived_at: datetime | None = None
-    for targeting in targetings:
-        campaign_areas = areas_for(targeting)
+    for targeting, campaign_areas in zip(targetings, areas_of or [areas_for(t) for t in targetings], strict=True):
         areas.update(campaign_areas)
         own_rows = [
             by_pair[(area, category)]

@@ -29,10 +29,12 @@ def _array_text(values: list) -> str:
     """A list in PostgreSQL's array syntax, sent as one string to cast.
 
     psycopg2 sends a list as ARRAY['a', 'b', ...], which the server parses as one expression per element: for the
-    hundreds of thousands of pairs of a big tick that parse took longer than the insert.
+    hundreds of thousands of pairs of a big tick, that parse alone took longer than the insert.
     """
-    quoted = (str(value).replace("\\", "\\\\").replace('"', '\\"') for value in values)
-    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
+    text = [str(value) for value in values]
+    if any('"' in value or "\\" in value for value in text):
+        text = [value.replace("\\", "\\\\").replace('"', '\\"') for value in text]
+    return '{"' + '","'.join(text) + '"}' if text else "{}"
 
 
 class _PostgresTransaction(Transaction):
