@@ -23,17 +23,16 @@ changed or vanished file raises ``StaleIndex`` so that the caller rebuilds the i
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import hashlib
 import hmac
-import io
 import os
 import struct
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -60,6 +59,8 @@ TAIL_BYTES = 64 * 1024
 HOLE_BUDGET = 0.4
 # A range this long is split across connections, so that one big read does not serialise on one connection.
 MIN_PIECE_BYTES = 1024 * 1024
+# Arrow's kMaxDictHeaderSize.
+ARROW_CHUNK_PADDING = 100
 _MAGIC = b"PAR1"
 _BBOX_FIELDS = ("xmin", "xmax", "ymin", "ymax")
 _INDEX_SCHEMA = pa.schema(
@@ -394,41 +395,16 @@ def plan_requests(chunks: Sequence[tuple[int, int, int, int]]) -> list[tuple[int
     return requests
 
 
-class _Fetched(io.RawIOBase):
-    """A release file as far as it was fetched: reads inside fetched ranges, anything else fetched on demand."""
-
-    def __init__(self, size: int, ranges: dict[int, bytes], fetch: Callable[[int, int], bytes]) -> None:
-        super().__init__()
-        self.size = size
-        self.starts = sorted(ranges)
-        self.ranges = ranges
-        self.fetch = fetch
-        self.position = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self.position = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence] + offset
-        return self.position
-
-    def tell(self) -> int:
-        return self.position
-
-    def read(self, size: int = -1) -> bytes:
-        end = self.size if size < 0 else min(self.size, self.position + size)
-        i = bisect.bisect_right(self.starts, self.position) - 1
-        if i >= 0 and self.position + (end - self.position) <= self.starts[i] + len(self.ranges[self.starts[i]]):
-            start = self.starts[i]
-            data = self.ranges[start][self.position - start : end - start]
-        else:
-            # Only when a writer's chunk lengths understate what Arrow reads (old parquet-mr files).
-            data = self.fetch(self.position, end - self.position)
-        self.position = end
-        return data
+def fetch_plan(index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]) -> list[tuple[int, int, int]]:
+    """The (file number, offset, length) range requests that fetch the wanted columns of these index rows."""
+    # Arrow reads up to ARROW_CHUNK_PADDING past a column chunk of a file from parquet-mr before 1.2.9
+    # (PARQUET-816), whose lengths understate the dictionary page: fetching it always, every byte Arrow reads is
+    # a fetched byte.
+    padded = [
+        (file_number, group, offset, min(length + ARROW_CHUNK_PADDING, index.sizes[file_number] - offset))
+        for file_number, group, offset, length in index.chunks(rows, columns)
+    ]
+    return plan_requests(padded)
 
 
 def read_row_groups(
@@ -436,32 +412,33 @@ def read_row_groups(
 ) -> tuple[pa.Table, FetchStats]:
     """The wanted columns of the given index rows' row groups, fetched by parallel range requests and decoded."""
     source = open_files(root)
-    requests = plan_requests(index.chunks(rows, columns))
+    requests = fetch_plan(index, rows, columns)
+    groups = index.groups(rows)
+    # Each file is decoded from one buffer of its full size: only the fetched pages are ever touched (the rest is
+    # never committed), and Arrow reads it natively instead of through a Python file object.
+    buffers: dict[int, np.ndarray] = {}
+    waiting = Counter(file_number for file_number, _, _ in requests)
+    tables: dict[int, pa.Table] = {}
 
     def fetch(file_number: int, offset: int, length: int) -> bytes:
         return source.read(index.files[file_number], offset, length, index.versions[file_number])
 
-    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
-        pieces = list(pool.map(lambda request: fetch(*request), requests))
-    fetched: dict[int, dict[int, bytes]] = {}
-    ends: dict[tuple[int, int], int] = {}
-    # Split pieces are joined back, so that a column chunk never straddles two buffers.
-    for (file_number, offset, length), data in zip(requests, pieces, strict=True):
-        ranges = fetched.setdefault(file_number, {})
-        start = ends.pop((file_number, offset), offset)
-        ranges[start] = ranges.get(start, b"") + data
-        ends[(file_number, offset + length)] = start
-    groups = index.groups(rows)
-    tables = []
-    # No row group meets the box: file 0 still gives the columns' types, for an empty table.
-    for file_number in sorted(groups) or [0]:
-        reader = pq.ParquetFile(
-            _Fetched(
-                index.sizes[file_number], fetched.get(file_number, {}), lambda o, n, f=file_number: fetch(f, o, n)
-            ),
-            metadata=index.footer(file_number),
-            pre_buffer=False,
-        )
+    def decode(file_number: int) -> pa.Table:
+        buffer = buffers.get(file_number, np.zeros(0, dtype=np.uint8))
+        reader = pq.ParquetFile(pa.BufferReader(pa.py_buffer(buffer)), metadata=index.footer(file_number))
         leaves = [reader.metadata.schema.column(i).path for i in range(reader.metadata.num_columns)]
-        tables.append(reader.read_row_groups(groups.get(file_number, []), columns=[c for c in leaves if columns(c)]))
-    return pa.concat_tables(tables), source.stats
+        return reader.read_row_groups(groups.get(file_number, []), columns=[c for c in leaves if columns(c)])
+
+    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
+        requested = {pool.submit(fetch, *request): request for request in requests}
+        # A file is decoded as soon as its last piece lands, while the other files' requests are still out.
+        for done in as_completed(requested):
+            file_number, offset, length = requested[done]
+            if file_number not in buffers:
+                buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
+            buffers[file_number][offset : offset + length] = np.frombuffer(done.result(), dtype=np.uint8)
+            waiting[file_number] -= 1
+            if not waiting[file_number]:
+                tables[file_number] = decode(file_number)
+    # No row group meets the box: file 0 still gives the columns' types, for an empty table.
+    return pa.concat_tables([tables[f] for f in sorted(tables)] or [decode(0)]), source.stats
