@@ -24,6 +24,18 @@ settings.load_profile("nakodo")
 PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _working_directory_of_its_own(tmp_path_factory) -> Iterator[None]:
+    """Run from an empty folder: what the code writes under the working directory (release indexes in
+    data/overture_index) lands there, not in the project."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
 def _admin_connection():
     connection = psycopg2.connect(PG_ADMIN_URL)
     connection.autocommit = True
