@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -221,9 +222,13 @@ class ReleaseIndex:
     sizes: tuple[int, ...]
     versions: tuple[str, ...]
 
+    @cached_property
+    def _stored(self) -> pq.ParquetFile:
+        return pq.ParquetFile(self.path)
+
     def footer(self, file_number: int) -> pq.FileMetaData:
         """The footer of the release's ``file_number``-th file (files sorted by path)."""
-        table = pq.ParquetFile(self.path).read_row_group(file_number, columns=["footer"])
+        table = self._stored.read_row_group(file_number, columns=["footer"])
         return pq.read_metadata(pa.BufferReader(table.column("footer")[0].as_buffer()))
 
     def intersecting(self, south: float, north: float, longitudes: Iterable[tuple[float, float]]) -> np.ndarray:
@@ -247,18 +252,25 @@ class ReleaseIndex:
 
     def chunks(self, rows: np.ndarray, columns: Callable[[str], bool]) -> list[tuple[int, int, int, int]]:
         """(file number, row group, offset, length) of the wanted column chunks of the given index rows."""
-        groups = self.groups(rows)
-        index = pq.ParquetFile(self.path)
         found = []
-        for file_number, row_groups in groups.items():
+        for file_number, row_groups in self.groups(rows).items():
             # One index row group per release file: only the touched files' chunk lists are decoded.
-            chunk_lists = index.read_row_group(file_number, columns=["chunks"]).column("chunks")
-            for row_group in row_groups:
-                found += [
-                    (file_number, row_group, chunk["offset"], chunk["length"])
-                    for chunk in chunk_lists[row_group].as_py()
-                    if columns(chunk["column"])
-                ]
+            chunk_lists = self._stored.read_row_group(file_number, columns=["chunks"]).column("chunks").combine_chunks()
+            wanted_lists = chunk_lists.take(pa.array(row_groups))
+            chunks = pc.list_flatten(wanted_lists)
+            names = chunks.field("column")
+            leaves = pc.unique(names).to_pylist()
+            keep = pc.is_in(names, value_set=pa.array([leaf for leaf in leaves if columns(leaf)], pa.string()))
+            owners = np.asarray(row_groups)[pc.list_parent_indices(wanted_lists).to_numpy()]
+            keep_mask = keep.to_numpy(zero_copy_only=False)
+            offsets = chunks.field("offset").to_numpy()[keep_mask]
+            lengths = chunks.field("length").to_numpy()[keep_mask]
+            found += [
+                (file_number, row_group, offset, length)
+                for row_group, offset, length in zip(
+                    owners[keep_mask].tolist(), offsets.tolist(), lengths.tolist(), strict=True
+                )
+            ]
         return found
 
 

@@ -68,6 +68,20 @@ def stored_places(store: Store, pairs: list[Pair]) -> dict[Pair, set[tuple[str, 
     return held
 
 
+def changed_places(before: dict[Pair, set], after: dict[Pair, set]) -> list[str]:
+    """A line per pair whose places differ between two ``stored_places``; none when nothing changed.
+
+    Asserted empty rather than comparing the snapshots: a diff of thousands of places is unreadable, and
+    pytest's rendering of it once overflowed the stack.
+    """
+    return [
+        f"{pair}: {len(before.get(pair, set()) - after.get(pair, set()))} places gone, "
+        f"{len(after.get(pair, set()) - before.get(pair, set()))} new"
+        for pair in sorted(set(before) | set(after))
+        if before.get(pair) != after.get(pair)
+    ]
+
+
 def marks(store: Store, targeting: Targeting) -> list[tuple[str, str, datetime]]:
     """The campaign's pairs marked as requested, with the stamp each mark carries."""
     rows = store.import_rows(areas_for(targeting), targeting.categories)
