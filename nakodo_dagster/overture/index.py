@@ -227,12 +227,10 @@ class ReleaseIndex:
         return pq.ParquetFile(self.path)
 
     def footer(self, file_number: int) -> pq.FileMetaData:
-        """The footer of the release's ``file_number``-th file (files sorted by path)."""
-        return pq.read_metadata(pa.BufferReader(self.footer_bytes(file_number)))
-
-    def footer_bytes(self, file_number: int) -> pa.Buffer:
-        """The footer of the release's ``file_number``-th file as stored, unparsed."""
-        return self._stored.read_row_group(file_number, columns=["footer"]).column("footer")[0].as_buffer()
+        """The footer of the release's ``file_number``-th file (files sorted by path); safe to call from threads."""
+        # A reader of its own, not the shared one: footers are read from the fetch pool's threads at once.
+        table = pq.ParquetFile(self.path).read_row_group(file_number, columns=["footer"])
+        return pq.read_metadata(pa.BufferReader(table.column("footer")[0].as_buffer()))
 
     def intersecting(self, south: float, north: float, longitudes: Iterable[tuple[float, float]]) -> np.ndarray:
         """The index rows of the row groups whose bbox statistics meet the box; missing statistics always do."""
@@ -447,7 +445,7 @@ def read_row_groups(
     with ThreadPoolExecutor(FETCH_WORKERS) as pool:
         requested = {pool.submit(fetch, *request): request for request in requests}
         # Footers are parsed while the requests are out, not after they land (tens of milliseconds a file).
-        footers = {f: pool.submit(pq.read_metadata, pa.BufferReader(index.footer_bytes(f))) for f in groups}
+        footers = {f: pool.submit(index.footer, f) for f in groups}
         # A file is decoded as soon as its last piece lands, while the other files' requests are still out.
         for done in as_completed(requested):
             file_number, offset, length = requested[done]
