@@ -273,6 +273,49 @@ def areas_for(targeting: Targeting) -> dict[str, Area]:
     return areas
 
 
+def block_key(area: Area) -> str:
+    """The import run an area is read in: its 4 x 4 block of cells (``block:LAT,LNG``, south-west corner) or
+    its country (the area's own key)."""
+    if area.country_code:
+        return area.key
+    west, south = area.bbox[:2]
+    row, column = math.floor(south / BLOCK_DEGREES), math.floor(west / BLOCK_DEGREES)
+    return f"block:{format_degrees(row * BLOCK_DEGREES)},{format_degrees(column * BLOCK_DEGREES)}"
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """The three boundaries of the freshness rules at one moment, the only place they are worked out.
+
+    A pair is fresh when a real release was loaded after ``fresh_after``; on its way when it was asked for
+    after ``coming_after``; failed (left alone) when asked for after ``retry_after`` but not after
+    ``coming_after``; missing otherwise. ``import_needs``, the store's set-based needs, its compare and set and
+    ``imports status`` all compare with these, strictly after, so that exactly 35 days, 6 hours or 7 days old
+    is on the older side everywhere.
+    """
+
+    fresh_after: datetime
+    coming_after: datetime
+    retry_after: datetime
+
+    @classmethod
+    def at(cls, now: datetime) -> Cutoffs:
+        return cls(
+            fresh_after=now - timedelta(days=FRESH_DAYS),
+            coming_after=now - timedelta(hours=IMPORT_HOURS),
+            retry_after=now - timedelta(days=RETRY_DAYS),
+        )
+
+    def state(self, release: str, imported_at: datetime) -> str:
+        """``fresh``, ``coming``, ``failed`` or ``missing`` for a row of place_imports."""
+        if release != REQUESTED:
+            return "fresh" if imported_at > self.fresh_after else "missing"
+        if imported_at > self.coming_after:
+            return "coming"
+        # A failed import gives nothing back; without its mark every look would start it again.
+        return "failed" if imported_at > self.retry_after else "missing"
+
+
 def import_needs(
     areas: Mapping[str, Area] | Iterable[Area],
     categories: Iterable[str],
@@ -284,19 +327,16 @@ def import_needs(
     categories = list(categories)
     rows = list(rows)
     by_pair = {(r.area, r.category): r for r in rows}
+    cutoffs = Cutoffs.at(now)
     missing: dict[str, list[str]] = {}
     coming: set[str] = set()
     for area in area_keys:
         for category in categories:
             row = by_pair.get((area, category))
-            age = now - row.imported_at if row else None
-            asked = row is not None and row.release == REQUESTED
-            if row and not asked and age < timedelta(days=FRESH_DAYS):
-                continue
-            if asked and age < timedelta(hours=IMPORT_HOURS):
+            state = cutoffs.state(row.release, row.imported_at) if row else "missing"
+            if state == "coming":
                 coming.add(area)
-            # A failed import gives nothing back; without its mark every look would start it again.
-            elif not asked or age >= timedelta(days=RETRY_DAYS):
+            elif state == "missing":
                 missing.setdefault(area, []).append(category)
     # A search waiting for data needs the time real data landed, not when somebody asked for it.
     arrived_at = max((r.imported_at for r in rows if r.release != REQUESTED), default=None)
@@ -364,18 +404,33 @@ def campaigns_needs(
     return areas, Needs(merged, coming, arrived_at)
 
 
-def marks_to_confirm(rows: Iterable[PlaceImport], now: datetime) -> dict[datetime, list[tuple[str, str]]]:
-    """The marks campaigns wait on whose run should exist by now, by stamp: one with no run is an orphan.
+# Two import runs at a time (dagster.yaml's queue and pool); the admission cap fills both for IMPORT_HOURS.
+IMPORT_SLOTS = 2
+# Until the queue has been seen busy, assume the pace of a Kubernetes deployment (about 15 s a run, launch
+# included): modest enough that a cold start never queues a mark past IMPORT_HOURS.
+DEFAULT_IMPORT_RUNS_PER_HOUR = IMPORT_SLOTS * 3600 // 15
+# Runs seen finishing back to back before their pace is trusted over the default.
+MIN_PACE_SAMPLES = 5
+# A share of the window is kept for runs slower than the ones observed (a country is slower than a block).
+ADMISSION_SHARE = 0.8
 
-    Younger than LAUNCH_GRACE_MINUTES, the run may still be being launched; from IMPORT_HOURS on, a mark reads
-    as failed and nobody waits on it.
-    """
-    marks: dict[datetime, list[tuple[str, str]]] = {}
-    for row in rows:
-        age = now - row.imported_at
-        if row.release == REQUESTED and timedelta(minutes=LAUNCH_GRACE_MINUTES) <= age < timedelta(hours=IMPORT_HOURS):
-            marks.setdefault(row.imported_at, []).append((row.area, row.category))
-    return marks
+
+def import_pace(busy_gaps_seconds: Sequence[float]) -> float:
+    """Import runs an hour the queue gets through, from the gaps between runs that finished back to back
+    while others waited (the median: a slow country or an idle moment does not move it)."""
+    gaps = sorted(g for g in busy_gaps_seconds if g > 0)
+    if len(gaps) < MIN_PACE_SAMPLES:
+        return float(DEFAULT_IMPORT_RUNS_PER_HOUR)
+    middle = len(gaps) // 2
+    median = gaps[middle] if len(gaps) % 2 else (gaps[middle - 1] + gaps[middle]) / 2
+    return 3600 / median
+
+
+def admitted_runs(runs_per_hour: float, in_flight: int) -> int:
+    """How many more import runs may be reserved now: what the queue starts within IMPORT_HOURS at its pace,
+    less the runs already queued or running. A reserved mark then never waits in the queue until it reads as
+    failed."""
+    return max(0, math.floor(runs_per_hour * IMPORT_HOURS * ADMISSION_SHARE) - in_flight)
 
 
 # A search keeps coming back while imports are pending for this long, then stops waiting for the day.

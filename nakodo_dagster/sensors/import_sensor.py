@@ -1,76 +1,37 @@
-"""Asks for exactly the imports the active campaigns miss: one run per 4 x 4 block or country."""
+"""Asks for exactly the imports the active campaigns miss: one run per 4 x 4 block or country, as many as the
+queue can start within IMPORT_HOURS."""
 
-import contextlib
-import gc
+from __future__ import annotations
+
+import itertools
+import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
+from nakodo_dagster import tags
+from nakodo_dagster.assets.places import import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
-from nakodo_dagster.placement import ImportRun, PlaceImport, areas_for, campaigns_needs, marks_to_confirm
+from nakodo_dagster.placement import ImportRun, admitted_runs, import_pace
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Campaign, Store
+from nakodo_dagster.store import Store
 
-# A tick storm must not queue the same work twice while it runs; a failed payload may go again after this.
+# A tick storm must not queue the same work twice while it runs; a failed payload may go again at once.
 SAME_WORK_HOURS = 2
-STAMP_TAG = "nakodo/stamp"
-PARTITION_TAG = "dagster/partition"
-_UNFINISHED = [
+UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
-
-
+_FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
+# Finished import runs the pace is judged from: enough for a steady median, few enough to read every tick.
+_PACE_WINDOW = 50
 # A tag filter becomes one SQL IN list, and SQLite caps the parameters of a statement.
 _KEYS_PER_QUERY = 500
-
-
-def _launched_recently(instance: dg.DagsterInstance, runs: list[ImportRun], now: datetime) -> set[str]:
-    """The payload keys among these runs that some run carried within SAME_WORK_HOURS."""
-    keys = sorted({run.key for run in runs})
-    since = now - timedelta(hours=SAME_WORK_HOURS)
-    launched: set[str] = set()
-    for start in range(0, len(keys), _KEYS_PER_QUERY):
-        records = instance.get_run_records(
-            filters=dg.RunsFilter(tags={IMPORT_KEY_TAG: keys[start : start + _KEYS_PER_QUERY]}, created_after=since)
-        )
-        launched.update(record.dagster_run.tags[IMPORT_KEY_TAG] for record in records)
-    return launched
-
-
-def _stamp_tag(stamp: datetime) -> str:
-    return stamp.astimezone(UTC).isoformat()
-
-
-def _has_run(instance: dg.DagsterInstance, stamp: datetime, pairs: list[tuple[str, str]]) -> bool:
-    if instance.get_run_records(filters=dg.RunsFilter(tags={STAMP_TAG: _stamp_tag(stamp)}), limit=1):
-        return True
-    # An analyst's re-materialisation marks its pair from inside its own run, which carries the partition, no stamp.
-    return any(
-        instance.get_run_records(
-            filters=dg.RunsFilter(tags={PARTITION_TAG: str(places_partition(*pair))}, statuses=_UNFINISHED), limit=1
-        )
-        for pair in pairs
-    )
-
-
-def _take_back_unlaunched(
-    instance: dg.DagsterInstance, store: Store, rows: list[PlaceImport], now: datetime, log: logging.Logger
-) -> int:
-    """Take back the marks whose run never reached Dagster, so campaigns ask again instead of waiting six hours."""
-    taken = 0
-    for stamp, pairs in marks_to_confirm(rows, now).items():
-        if not _has_run(instance, stamp, pairs):
-            taken += store.take_back(pairs, stamp)
-    if taken:
-        log.warning(f"Took back {taken} marks whose import run was never launched; they are asked for again.")
-    return taken
 
 
 class StepClock:
@@ -95,17 +56,91 @@ class StepClock:
         return f"{self.seconds:.2f} s ({steps})"
 
 
+def _import_runs_filter(statuses: list[dg.DagsterRunStatus]) -> dg.RunsFilter:
+    return dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=statuses)
+
+
+def _blocking_runs(instance: dg.DagsterInstance, runs: list[ImportRun], now: datetime) -> set[str]:
+    """The payload keys among these runs that a queued or running run carries, or that succeeded within
+    SAME_WORK_HOURS. A failed or cancelled run blocks nothing: its retry may go at once."""
+    keys = sorted({run.key for run in runs})
+    since = now - timedelta(hours=SAME_WORK_HOURS)
+    blocking: set[str] = set()
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = {tags.IMPORT_KEY: keys[start : start + _KEYS_PER_QUERY]}
+        for runs_filter in (
+            dg.RunsFilter(tags=chunk, statuses=UNFINISHED),
+            dg.RunsFilter(tags=chunk, statuses=[dg.DagsterRunStatus.SUCCESS], created_after=since),
+        ):
+            records = instance.get_run_records(runs_filter)
+            blocking.update(record.dagster_run.tags[tags.IMPORT_KEY] for record in records)
+    return blocking
+
+
+def queue_pace(instance: dg.DagsterInstance) -> tuple[float, int]:
+    """Import runs an hour the queue gets through (placement.import_pace) and how many are queued or running.
+
+    A gap between two finishing runs counts only if the later run was already waiting when the earlier one
+    finished: an idle queue says nothing about its pace.
+    """
+    records = instance.get_run_records(_import_runs_filter(_FINISHED), limit=_PACE_WINDOW)
+    finished = sorted((r for r in records if r.end_time), key=lambda r: r.end_time)
+    gaps = [
+        later.end_time - earlier.end_time
+        for earlier, later in itertools.pairwise(finished)
+        if later.create_timestamp.timestamp() < earlier.end_time
+    ]
+    return import_pace(gaps), instance.get_runs_count(_import_runs_filter(UNFINISHED))
+
+
+def _has_run(instance: dg.DagsterInstance, stamp: datetime, pairs: Sequence[tuple[str, str]]) -> bool:
+    if instance.get_run_records(filters=dg.RunsFilter(tags={tags.STAMP: tags.stamp_tag(stamp)}), limit=1):
+        return True
+    # An analyst's re-materialisation marks its pair from inside its own run, which may not carry the stamp yet.
+    return any(
+        instance.get_run_records(
+            filters=dg.RunsFilter(tags={tags.PARTITION: str(places_partition(*pair))}, statuses=UNFINISHED), limit=1
+        )
+        for pair in pairs
+    )
+
+
+def take_back_unlaunched(
+    instance: dg.DagsterInstance, store: Store, confirmed: set[str], now: datetime, log: logging.Logger
+) -> set[str]:
+    """Take back the marks whose run never reached Dagster, so campaigns ask again instead of waiting six hours.
+
+    ``confirmed`` are stamps already seen with a run (the sensor's cursor): each stamp is looked up once, so a
+    tick's cost grows with the new stamps, not with the marks on their way. Returns the stamps confirmed now.
+    """
+    still_confirmed: set[str] = set()
+    taken = 0
+    for stamp in store.marks_awaiting_run(now):
+        key = tags.stamp_tag(stamp)
+        if key in confirmed:
+            still_confirmed.add(key)
+            continue
+        pairs = store.marks_stamped(stamp)
+        if _has_run(instance, stamp, pairs):
+            still_confirmed.add(key)
+        else:
+            taken += store.take_back(pairs, stamp)
+    if taken:
+        log.warning(f"Took back {taken} marks whose import run was never launched; they are asked for again.")
+    return still_confirmed
+
+
 def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
         run_key=f"{run.key}@{stamp.isoformat()}",
         run_config={"ops": {"import_block": {"config": run.payload()}}},
         tags={
-            IMPORT_KEY_TAG: run.key,
-            STAMP_TAG: _stamp_tag(stamp),
-            "nakodo/box": f"{west},{south},{east},{north}",
-            "nakodo/area": run.areas[0] if run.country_code else f"{len(run.areas)} cells",
-            "nakodo/categories": ",".join(run.categories)[:200],
+            tags.IMPORT_KEY: run.key,
+            tags.STAMP: tags.stamp_tag(stamp),
+            tags.BOX: f"{west},{south},{east},{north}",
+            tags.AREA: run.areas[0] if run.country_code else f"{len(run.areas)} cells",
+            tags.CATEGORIES: ",".join(run.categories)[:200],
         },
     )
 
@@ -116,99 +151,90 @@ def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list
     return new_partitions_request(instance, AREA, areas) + new_partitions_request(instance, CATEGORY, categories)
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    # A big tick allocates hundreds of thousands of small containers, none of them in a cycle: with the cyclic
-    # collector on, its passes over the growing heap took most of a 1,000-campaign tick. Reference counting still
-    # frees everything the tick drops.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-@_cyclic_gc_paused()
 def request_import_runs(
     instance: dg.DagsterInstance,
     store: Store,
     overture: OvertureResource,
-    campaigns: list[Campaign],
     now: datetime,
     log: logging.Logger,
+    *,
+    campaign_ids: Sequence[int] | None = None,
+    cursor: str | None = None,
     clock: StepClock | None = None,
-) -> dg.SensorResult | dg.SkipReason:
-    """Reserve what the campaigns miss and ask for one run per block or country; on failure take it back.
+) -> dg.SensorResult:
+    """Reserve what the campaigns miss, as many runs as the queue starts within IMPORT_HOURS, and ask for one
+    run per block or country; if anything fails before the requests are handed over, take the marks back.
 
-    Marks of an earlier tick whose runs never reached the instance are taken back first and asked for again.
-    ``clock``, if given, is charged with each step (the tick's log line names them either way).
+    Every active campaign, or exactly ``campaign_ids``. Marks of an earlier tick whose runs never reached the
+    instance are taken back first and asked for again. ``cursor`` is the sensor's (stamps known to have a
+    run); the result carries the next one. ``clock``, if given, is charged with each step.
     """
-    if not campaigns:
-        return dg.SkipReason("No active campaign.")
     clock = clock or StepClock()
-    targetings = [c.targeting for c in campaigns]
-    categories = sorted({category for t in targetings for category in t.categories})
-    areas_of = [areas_for(targeting) for targeting in targetings]
-    every_area = {key for campaign_areas in areas_of for key in campaign_areas}
-    clock.lap("areas")
-    rows = store.import_rows(every_area, categories)
-    clock.lap("freshness")
-    if _take_back_unlaunched(instance, store, rows, now, log):
-        rows = store.import_rows(every_area, categories)
+    confirmed = set(json.loads(cursor)) if cursor else set()
+    confirmed = take_back_unlaunched(instance, store, confirmed, now, log)
+    next_cursor = json.dumps(sorted(confirmed))
     clock.lap("orphans")
-    areas, needs = campaigns_needs(targetings, rows, now, areas_of)
-    clock.lap("needs")
+
+    def skip(message: str) -> dg.SensorResult:
+        return dg.SensorResult(skip_reason=f"{message} Tick {clock}.", cursor=next_cursor)
+
     if overture.off_reason:
-        message = f"{len(needs.missing)} areas of business listings not loaded: {overture.off_reason}."
+        counted = store.reserve_missing(now, 0, campaign_ids)
+        clock.lap("needs")
+        message = f"{counted.missing_runs} import runs not asked for: {overture.off_reason}."
         log.warning(message)
-        return dg.SkipReason(message)
-    if not needs.missing:
-        return dg.SkipReason(f"Nothing missing; {len(needs.coming)} areas have an import on its way; tick {clock}.")
+        return skip(message)
+    pace, in_flight = queue_pace(instance)
+    admitted = admitted_runs(pace, in_flight)
+    clock.lap("queue")
     # A release that cannot be found fails the tick before anything is reserved, not every run for 7 days.
     release = overture.current_release()
     clock.lap("release")
-    reservation = store.reserve_runs(needs.missing, areas, now)
+    reservation = store.reserve_missing(now, admitted, campaign_ids)
     runs, stamp = reservation.runs, reservation.stamp
     clock.lap("reserve")
+    if not reservation.missing_runs:
+        return skip(f"Nothing missing; {reservation.coming_pairs:,} pairs have an import on its way.")
     try:
-        recent = _launched_recently(instance, runs, now)
-        launch = [run for run in runs if run.key not in recent]
-        skipped = [run for run in runs if run.key in recent]
-        # The same payload already ran within two hours: its marks are not ours to keep.
-        store.take_back([pair for run in skipped for pair in run.pairs], stamp)
+        blocking = _blocking_runs(instance, runs, now)
+        launch = [run for run in runs if run.key not in blocking]
+        # The same work is queued, running or just succeeded: its marks are not ours to keep.
+        store.take_back([pair for run in runs if run.key in blocking for pair in run.pairs], stamp)
         clock.lap("same work")
-        result = dg.SensorResult(
-            run_requests=[_run_request(run, stamp) for run in launch],
-            dynamic_partitions_requests=_new_partitions(instance, launch),
-        )
+        requests = [_run_request(run, stamp) for run in launch]
+        partitions = _new_partitions(instance, launch)
         clock.lap("requests")
     except Exception:
         # Not asked for after all: the marks go, so the next tick asks again.
         store.take_back([pair for run in runs for pair in run.pairs], stamp)
         raise
-    log.info(
-        f"Reserved {sum(len(r.pairs) for r in runs)} pairs in {len(launch)} runs of release {release} "
-        f"({len(skipped)} identical runs launched within {SAME_WORK_HOURS} h were skipped) in {clock}."
+    waiting = reservation.missing_runs - len(runs)
+    summary = (
+        f"Asked for {len(launch):,} of {reservation.missing_runs:,} import runs of release {release}"
+        + (f"; {len(runs) - len(launch):,} are already queued, running or just done" if len(runs) > len(launch) else "")
+        + (
+            f"; {waiting:,} wait for the queue ({in_flight:,} queued or running, about {pace:,.0f} runs an hour)"
+            if waiting
+            else ""
+        )
+        + "."
     )
-    return result
+    log.info(f"{summary} Tick {clock}.")
+    if not requests:
+        return skip(summary)
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partitions, cursor=next_cursor)
 
 
 @dg.sensor(
     job=import_places,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Reserves the (area, category) pairs active campaigns miss and launches one run per block.",
+    description="Reserves the (area, category) pairs active campaigns miss, as many runs as the queue starts "
+    "within 6 hours, and launches one run per block or country.",
 )
 def import_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
-) -> dg.SensorResult | dg.SkipReason:
+) -> dg.SensorResult:
     return request_import_runs(
-        context.instance,
-        store.store,
-        overture,
-        store.store.campaigns(active_only=True),
-        datetime.now(UTC),
-        context.log,
+        context.instance, store.store, overture, datetime.now(UTC), context.log, cursor=context.cursor
     )

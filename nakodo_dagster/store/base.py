@@ -11,7 +11,7 @@ import json
 import logging
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -21,20 +21,20 @@ import pyarrow as pa
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
-    FRESH_DAYS,
     IMPORT_HOURS,
+    LAUNCH_GRACE_MINUTES,
     REQUESTED,
-    RETRY_DAYS,
-    Area,
     CountryLocation,
+    Cutoffs,
     ImportRun,
     Location,
+    Needs,
     PlaceImport,
     PointLocation,
     Targeting,
     areas_for,
+    block_key,
     check_categories,
-    import_needs,
     import_runs,
     parse_area_key,
 )
@@ -77,20 +77,86 @@ SELECT area, category, release, rows, imported_at FROM place_imports
 WHERE area IN (SELECT unnest($areas::TEXT[])) AND category IN (SELECT unnest($categories::TEXT[]))
 """
 
+
+def _pair_state(row: str) -> str:
+    """placement.Cutoffs in SQL, for the place_imports columns of ``row`` (a table name of this module, never
+    user text): the one rule for fresh, on its way, failed and missing; no row at all is missing."""
+    return f"""CASE
+        WHEN {row}.release IS NULL THEN 'missing'
+        WHEN {row}.release <> $requested THEN CASE WHEN {row}.imported_at > $fresh_after THEN 'fresh' ELSE 'missing' END
+        WHEN {row}.imported_at > $coming_after THEN 'coming'
+        WHEN {row}.imported_at > $retry_after THEN 'failed'
+        ELSE 'missing'
+    END"""
+
+
 # The compare and set: whatever comes back is ours to import, and nothing else is. The WHERE restates the
-# timeouts from the other side; $force is the analyst's deliberate override. Sorted so that two PostgreSQL
-# callers lock overlapping rows in the same order and never deadlock.
+# rule from the other side (only a missing pair is taken over); $force is the analyst's deliberate override.
+_ON_CONFLICT_MISSING = f"""
+ON CONFLICT (area, category) DO UPDATE
+SET release = excluded.release, rows = 0, imported_at = excluded.imported_at
+WHERE $force OR {_pair_state("place_imports")} = 'missing'
+RETURNING area, category
+"""
+
+# Sorted so that two PostgreSQL callers lock overlapping rows in the same order and never deadlock.
 _MARK = f"""
 INSERT INTO place_imports (area, category, release, rows, imported_at)
 SELECT area, category, $requested, 0, $stamp FROM {_PAIRS} AS wanted
 ORDER BY area, category
-ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, rows = 0, imported_at = excluded.imported_at
-WHERE $force
-   OR (place_imports.release = $requested AND place_imports.imported_at < $retry_before)
-   OR (place_imports.release <> $requested AND place_imports.imported_at < $fresh_before)
-RETURNING area, category
+{_ON_CONFLICT_MISSING}
 """
+
+# The campaigns' kept areas times their categories: every active campaign ($everyone), or exactly the campaigns
+# named (a sync of one campaign, paused or not).
+_CAMPAIGN_PAIRS = """
+FROM campaigns AS c
+JOIN campaign_areas AS ca ON ca.campaign_id = c.id
+JOIN campaign_categories AS cc ON cc.campaign_id = c.id
+LEFT JOIN place_imports ON place_imports.area = ca.area AND place_imports.category = cc.category
+WHERE (($everyone AND c.status = 'active') OR c.id IN (SELECT unnest($campaign_ids::INTEGER[])))
+"""
+
+# The missing pairs, with the import run (block) that reads each and the oldest campaign asking for it. Merged
+# after the anti-join, so that a tick sorts only what is missing, not every campaign's pairs.
+_CREATE_MISSING = f"""
+CREATE TEMP TABLE missing_pairs AS
+SELECT ca.area, cc.category, min(ca.block) AS block, min(c.id) AS first_campaign
+{_CAMPAIGN_PAIRS} AND {_pair_state("place_imports")} = 'missing'
+GROUP BY ca.area, cc.category
+"""
+
+_MISSING_SUMMARY = "SELECT count(*), count(DISTINCT block) FROM missing_pairs"
+
+# Marks on their way, found through the imported_at index rather than by joining every campaign's pairs.
+_COMING_PAIRS = "SELECT count(*) FROM place_imports WHERE release = $requested AND imported_at > $coming_after"
+
+# Admission: only the missing pairs of the first $max_runs runs, oldest campaign first, are marked; the rest
+# stays missing and is asked for by a later tick.
+_RESERVE_ADMITTED = f"""
+INSERT INTO place_imports (area, category, release, rows, imported_at)
+SELECT area, category, $requested, 0, $stamp FROM missing_pairs
+WHERE block IN (SELECT block FROM missing_pairs GROUP BY block ORDER BY min(first_campaign), block LIMIT $max_runs)
+ORDER BY area, category
+{_ON_CONFLICT_MISSING}
+"""
+
+_NEEDS_MISSING = "SELECT area, category FROM missing_pairs ORDER BY area, category"
+_NEEDS_COMING = f"""
+SELECT DISTINCT ca.area {_CAMPAIGN_PAIRS}
+AND place_imports.release = $requested AND place_imports.imported_at > $coming_after
+"""
+_NEEDS_ARRIVED_AT = f"SELECT max(place_imports.imported_at) {_CAMPAIGN_PAIRS} AND place_imports.release <> $requested"
+
+# Marks a run should exist for by now, by stamp: younger than the launch grace the run may still be being
+# launched; from IMPORT_HOURS on a mark reads as failed and nobody waits on it.
+_AWAITING_RUN = """
+SELECT imported_at, count(*) FROM place_imports
+WHERE release = $requested AND imported_at > $coming_after AND imported_at <= $launched_before
+GROUP BY imported_at ORDER BY imported_at
+"""
+
+_STAMPED = "SELECT area, category FROM place_imports WHERE release = $requested AND imported_at = $stamp"
 
 # Keyed on the exact stamp this caller wrote: never another caller's mark, even on the same pair.
 _TAKE_BACK = f"""
@@ -100,10 +166,13 @@ WHERE place_imports.area = pair.area AND place_imports.category = pair.category
 RETURNING place_imports.area
 """
 
+# Keyed, like the take-back, on the run's exact stamp: an analyst's or a newer tick's mark on the same pair is
+# another import on its way and stays as it is.
 _MARK_FAILED = f"""
 UPDATE place_imports SET imported_at = $failed_at FROM {_PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
-  AND place_imports.release = $requested AND place_imports.imported_at > $failed_at
+  AND place_imports.release = $requested AND place_imports.imported_at = $stamp
+  AND place_imports.imported_at > $failed_at
 RETURNING place_imports.area
 """
 
@@ -140,6 +209,11 @@ SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imp
 RETURNING area, category, rows
 """
 
+_STAMP_IMPORTS = f"""
+UPDATE place_imports SET imported_at = $committed_at FROM {_PAIRS} AS pair
+WHERE place_imports.area = pair.area AND place_imports.category = pair.category
+"""
+
 _COUNT_PLACES = f"""
 SELECT places.area, places.category, count(*)
 FROM places JOIN {_PAIRS} AS pair ON places.area = pair.area AND places.category = pair.category
@@ -148,75 +222,228 @@ GROUP BY places.area, places.category
 
 _CAMPAIGN_COLUMNS = "id, name, targeting, status, created_at"
 
-# Haversine to the nearest point location whose radius holds the place; a country location matches a place
-# its country's import read (area country:CC) with that address country. A place loaded under several
-# categories is added once, under the first category in the campaign's order.
-_ADD_CAMPAIGN_BUSINESSES = f"""
-WITH points AS (
-    SELECT unnest($point_lats::FLOAT8[]) AS lat, unnest($point_lngs::FLOAT8[]) AS lng,
-           unnest($point_radii::FLOAT8[]) AS radius_km
+# Searches ------------------------------------------------------------------------------------------------
+
+# A loaded pair's imported_at is stamped just before its commit, and a PostgreSQL statement does not see a commit
+# that lands after the statement began: a pair stamped shortly before a search began may be invisible to it. So a
+# search vouches only for what was stamped this long before it began, and the next one reads that stretch again
+# (harmless: each business is added once). The margin also absorbs clock drift between the writer's machine and
+# the searcher's.
+SEARCH_OVERLAP = timedelta(minutes=1)
+# What a campaign's first search, or its first after its targeting changed, reads: everything loaded.
+_EVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+_SEARCH_STATE = """
+SELECT c.targeting, s.searched_targeting, s.searched_through, s.businesses
+FROM campaigns AS c LEFT JOIN campaign_searches AS s ON s.campaign_id = c.id
+WHERE c.id = $campaign_id
+"""
+
+# The campaign's pairs loaded since $since, through the index on imported_at: with nothing new this is one short
+# range scan, whatever is loaded.
+_LANDED_PAIRS = """
+SELECT pi.area, pi.category, cc.rank
+FROM place_imports AS pi
+JOIN campaign_areas AS ca ON ca.area = pi.area AND ca.campaign_id = $campaign_id
+JOIN campaign_categories AS cc ON cc.category = pi.category AND cc.campaign_id = $campaign_id
+WHERE pi.imported_at > $since AND pi.release <> $requested
+"""
+
+
+def _haversine_km(point: int) -> str:
+    """Haversine from a place ``p`` to the campaign's point number ``point`` (parameters $lat_N, $lng_N)."""
+    lat, lng = f"$lat_{point}", f"$lng_{point}"
+    return f"""2 * {EARTH_RADIUS_KM} * asin(sqrt(least(CAST(1 AS FLOAT8),
+        power(sin(radians({lat} - p.lat) / 2), 2)
+        + cos(radians(p.lat)) * cos(radians({lat})) * power(sin(radians({lng} - p.lng) / 2), 2))))"""
+
+
+def _find_businesses(points: int) -> str:
+    """The landed pairs' places the campaign wants and has not got, into the temp table found_businesses.
+
+    Distance to the nearest point location whose radius holds the place, in one pass over the places: one term
+    per point (a campaign has a handful), where a join with the points and a grouping back cost three times as
+    much at a million places. A country location matches a place its country's import read (area country:CC)
+    with that address country. A place of several wanted categories is kept once, under the campaign's first.
+    """
+    km = ", ".join(f"{_haversine_km(i)} AS km_{i}" for i in range(points))
+    within = ", ".join(f"CASE WHEN km_{i} <= $radius_{i} THEN km_{i} END" for i in range(points))
+    return f"""
+CREATE TEMP TABLE found_businesses AS
+WITH pair AS (
+    SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category,
+           unnest($ranks::INTEGER[]) AS rank
 ),
-wanted AS (SELECT unnest($categories::TEXT[]) AS category, unnest($ranks::INTEGER[]) AS rank),
-candidates AS (
-    SELECT p.area, p.category, p.id, p.name, p.lat, p.lng, p.address, p.websites, p.phones, p.country, w.rank
-    FROM places AS p JOIN wanted AS w ON w.category = p.category
-    WHERE p.area IN (SELECT unnest($areas::TEXT[]))
-),
-distances AS (
-    SELECT c.area, c.category, c.id, pt.radius_km,
-           2 * {EARTH_RADIUS_KM} * asin(sqrt(least(CAST(1 AS FLOAT8),
-               power(sin(radians(pt.lat - c.lat) / 2), 2)
-               + cos(radians(c.lat)) * cos(radians(pt.lat)) * power(sin(radians(pt.lng - c.lng) / 2), 2)
-           ))) AS km
-    FROM candidates AS c CROSS JOIN points AS pt
-),
-nearest AS (
-    SELECT area, category, id, min(km) AS distance_km FROM distances WHERE km <= radius_km
-    GROUP BY area, category, id
+measured AS (
+    SELECT p.id, p.name, p.category, p.lat, p.lng, p.address, p.websites, p.phones, p.country, p.area, pair.rank
+           {", " + km if points else ""}
+    FROM pair JOIN places AS p ON p.area = pair.area AND p.category = pair.category
 ),
 matched AS (
-    SELECT c.*, n.distance_km,
-           row_number() OVER (PARTITION BY c.id ORDER BY c.rank, n.distance_km NULLS LAST, c.area) AS choice
-    FROM candidates AS c
-    LEFT JOIN nearest AS n ON n.area = c.area AND n.category = c.category AND n.id = c.id
-    WHERE n.distance_km IS NOT NULL
-       OR (c.area = 'country:' || c.country AND c.country IN (SELECT unnest($countries::TEXT[])))
+    SELECT *, {f"least({within})" if points else "CAST(NULL AS FLOAT8)"} AS distance_km FROM measured
+),
+ranked AS (
+    SELECT id, name, category, lat, lng, distance_km, address, websites, phones, country,
+           row_number() OVER (PARTITION BY id ORDER BY rank, distance_km NULLS LAST, area) AS choice
+    FROM matched
+    WHERE distance_km IS NOT NULL
+       OR (area = 'country:' || country AND country IN (SELECT unnest($countries::TEXT[])))
 )
+SELECT id, name, category, lat, lng, distance_km, address, websites, phones, country FROM ranked
+WHERE choice = 1 AND NOT EXISTS (
+    SELECT 1 FROM campaign_businesses AS b WHERE b.campaign_id = $campaign_id AND b.place_id = ranked.id
+)
+"""
+
+
+# Unordered: results are sorted when read, and sorting 600,000 rows here cost a second. The conflict clause is for
+# a search of the same campaign committing meanwhile (PostgreSQL); the first to add a business keeps it.
+_ADD_FOUND_BUSINESSES = """
 INSERT INTO campaign_businesses (
     campaign_id, place_id, name, category, lat, lng, distance_km, address, websites, phones, country, added_at
 )
 SELECT $campaign_id, id, name, category, lat, lng, distance_km, address, websites, phones, country, $now
-FROM matched WHERE choice = 1
-ORDER BY distance_km NULLS LAST, name NULLS LAST, id
+FROM found_businesses
 ON CONFLICT (campaign_id, place_id) DO NOTHING
-RETURNING place_id
 """
+
+_COUNT_FOUND = "SELECT count(*) FROM found_businesses"
+_COUNT_BUSINESSES = "SELECT count(*) FROM campaign_businesses WHERE campaign_id = $campaign_id"
+
+_RECORD_SEARCH = """
+INSERT INTO campaign_searches (campaign_id, searched_at, searched_through, searched_targeting, businesses)
+VALUES ($campaign_id, $now, $through, $targeting, $businesses)
+ON CONFLICT (campaign_id) DO UPDATE
+SET searched_at = excluded.searched_at, searched_through = excluded.searched_through,
+    searched_targeting = excluded.searched_targeting, businesses = excluded.businesses
+"""
+
+# Every chosen campaign's areas by the state the map colours them with (on its way, then missing, then failed,
+# else loaded), with the newest real import among its pairs, beside its search's times. One statement for all.
+_SEARCH_PROGRESS = f"""
+WITH chosen AS (
+    SELECT id, name FROM campaigns
+    WHERE ($everyone AND status = 'active') OR id IN (SELECT unnest($campaign_ids::INTEGER[]))
+),
+pair_states AS (
+    SELECT ca.campaign_id, ca.area, {_pair_state("place_imports")} AS state,
+           CASE WHEN place_imports.release <> $requested THEN place_imports.imported_at END AS landed_at
+    FROM chosen
+    JOIN campaign_areas AS ca ON ca.campaign_id = chosen.id
+    JOIN campaign_categories AS cc ON cc.campaign_id = chosen.id
+    LEFT JOIN place_imports ON place_imports.area = ca.area AND place_imports.category = cc.category
+),
+area_states AS (
+    SELECT campaign_id, area, bool_or(state = 'coming') AS coming, bool_or(state = 'missing') AS missing,
+           bool_or(state = 'failed') AS failed, max(landed_at) AS landed_at
+    FROM pair_states GROUP BY campaign_id, area
+)
+SELECT chosen.id, chosen.name, count(a.area),
+       count(a.area) FILTER (WHERE a.coming),
+       count(a.area) FILTER (WHERE a.missing AND NOT a.coming),
+       count(a.area) FILTER (WHERE a.missing),
+       count(a.area) FILTER (WHERE a.failed AND NOT a.coming AND NOT a.missing),
+       max(a.landed_at), s.window_start, s.requested_at, s.searched_at
+FROM chosen
+LEFT JOIN area_states AS a ON a.campaign_id = chosen.id
+LEFT JOIN campaign_searches AS s ON s.campaign_id = chosen.id
+GROUP BY chosen.id, chosen.name, s.window_start, s.requested_at, s.searched_at
+ORDER BY chosen.id
+"""
+
+# Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
+_REQUEST_SEARCHES = """
+INSERT INTO campaign_searches (campaign_id, window_start, requested_at)
+SELECT id, CASE WHEN id IN (SELECT unnest($new_windows::INTEGER[])) THEN $now END, $now
+FROM (SELECT unnest($campaign_ids::INTEGER[]) AS id) AS requested
+ORDER BY id
+ON CONFLICT (campaign_id) DO UPDATE
+SET requested_at = excluded.requested_at,
+    window_start = coalesce(excluded.window_start, campaign_searches.window_start)
+"""
+
+_REMEMBER_MAPS = """
+UPDATE campaign_searches SET map_key = shown.map_key
+FROM (SELECT unnest($campaign_ids::INTEGER[]) AS campaign_id, unnest($map_keys::TEXT[]) AS map_key) AS shown
+WHERE campaign_searches.campaign_id = shown.campaign_id
+  AND (campaign_searches.map_key IS NULL OR campaign_searches.map_key <> shown.map_key)
+RETURNING campaign_searches.campaign_id
+"""
+
+_CAMPAIGN_POINTS = """
+SELECT lat, lng FROM campaign_businesses WHERE campaign_id = $campaign_id
+ORDER BY distance_km NULLS LAST, place_id LIMIT $limit
+"""
+
+
+@dataclass(frozen=True)
+class SearchProgress:
+    """A campaign's areas by import state, when real data last landed, and its search's times."""
+
+    campaign_id: int
+    name: str
+    areas: int
+    coming: int
+    """Areas an import is on its way for."""
+    missing: int
+    """Areas with a pair to ask for and nothing on its way."""
+    not_loaded: int
+    """Areas with a pair to ask for, on its way or not."""
+    failed: int
+    """Areas whose only gaps are failed imports sitting out their week."""
+    arrived_at: datetime | None
+    """The newest real imported_at among the campaign's pairs (marks ignored)."""
+    window_start: datetime | None
+    requested_at: datetime | None
+    searched_at: datetime | None
+
+    def pending(self, imports_on: bool) -> int:
+        """Areas the search still waits on: with imports off nothing missing will ever come."""
+        return self.coming + self.missing if imports_on else self.coming
+
+
+# ----------------------------------------------------------------------------------------------------- Searches
 
 _CAMPAIGN_RESULTS = f"""
 SELECT place_id, {", ".join(RESULT_COLUMNS[1:])} FROM campaign_businesses WHERE campaign_id = $campaign_id
 ORDER BY distance_km NULLS LAST, name NULLS LAST, place_id
 """
 
-# The same four answers import_needs gives, counted per category.
-_IMPORT_STATUS = """
+# The same four answers import_needs gives, counted per category; a failed mark past its week is due again.
+_IMPORT_STATUS = f"""
 SELECT category,
-       count(*) FILTER (WHERE release <> $requested AND imported_at > $fresh_after),
-       count(*) FILTER (WHERE release = $requested AND imported_at > $coming_after),
-       count(*) FILTER (WHERE release = $requested AND imported_at <= $coming_after),
-       count(*) FILTER (WHERE release <> $requested AND imported_at <= $fresh_after),
+       count(*) FILTER (WHERE state = 'fresh'),
+       count(*) FILTER (WHERE state = 'coming'),
+       count(*) FILTER (WHERE state = 'failed'),
+       count(*) FILTER (WHERE state = 'missing'),
        min(imported_at) FILTER (WHERE release <> $requested)
-FROM place_imports GROUP BY category ORDER BY category
+FROM (SELECT category, release, imported_at, {_pair_state("place_imports")} AS state FROM place_imports) AS rows
+GROUP BY category ORDER BY category
 """
 
-# Only a failed mark goes (asked for at least IMPORT_HOURS ago): a mark on its way, a real release, or a mark
-# another caller wrote a moment ago fails the WHERE and stays.
+# Only a mark that is no longer on its way goes: a mark on its way, a real release, or a mark another caller
+# wrote a moment ago fails the WHERE and stays.
 _FORGET_FAILED_IMPORT = """
 DELETE FROM place_imports
-WHERE area = $area AND category = $category AND release = $requested AND imported_at <= $failed_before
+WHERE area = $area AND category = $category AND release = $requested AND imported_at <= $coming_after
 RETURNING area, category, release, rows, imported_at
 """
 
+# What a campaign needs, kept when it is created or changed (placement.areas_for): the sensors join on it.
+_KEEP_CAMPAIGN_AREAS = """
+INSERT INTO campaign_areas (campaign_id, area, block)
+SELECT $campaign_id, unnest($areas::TEXT[]), unnest($blocks::TEXT[])
+ON CONFLICT (campaign_id, area) DO NOTHING
+"""
+_KEEP_CAMPAIGN_CATEGORIES = """
+INSERT INTO campaign_categories (campaign_id, category, rank)
+SELECT $campaign_id, unnest($categories::TEXT[]), unnest($ranks::INTEGER[])
+"""
+
 _PLACE_NAME_COLUMNS = "query, display_name, lat, lng, looked_up_at"
+
+# The version whose tables keep each campaign's needs (campaign_areas, campaign_categories).
+_CAMPAIGN_NEEDS_VERSION = 3
 
 
 class Transaction(ABC):
@@ -256,15 +483,14 @@ class Campaign:
 
 @dataclass(frozen=True)
 class Reservation:
-    """Import runs this caller reserved, and the stamp its marks carry (the key to taking them back)."""
+    """Import runs this caller reserved, the stamp its marks carry (the key to taking them back), and what the
+    campaigns missed before it: runs and pairs missing (reserved or left for later) and marks already on their way."""
 
     stamp: datetime
     runs: list[ImportRun]
-
-    @property
-    def areas(self) -> set[str]:
-        """The areas an import was just asked for."""
-        return {area for run in self.runs for area in run.areas}
+    missing_runs: int
+    missing_pairs: int
+    coming_pairs: int
 
 
 @dataclass(frozen=True)
@@ -402,6 +628,35 @@ def _result(row: tuple) -> dict[str, Any]:
     return result
 
 
+def _rule(now: datetime) -> dict[str, Any]:
+    """The parameters of ``_pair_state``: the freshness boundaries at ``now``, from placement.Cutoffs."""
+    return {"requested": REQUESTED, **asdict(Cutoffs.at(now))}
+
+
+def _campaign_filter(campaign_ids: Sequence[int] | None) -> dict[str, Any]:
+    if campaign_ids is None:
+        return {"everyone": True, "campaign_ids": []}
+    return {"everyone": False, "campaign_ids": [_check_campaign_id(i) for i in campaign_ids]}
+
+
+def _keep_campaign_areas(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
+    """Keep the areas the targeting needs beside the campaign (those it keeps already stay as they are)."""
+    areas = areas_for(targeting)
+    tx.run(
+        _KEEP_CAMPAIGN_AREAS,
+        campaign_id=campaign_id,
+        areas=list(areas),
+        blocks=[block_key(area) for area in areas.values()],
+    )
+
+
+def _keep_campaign_needs(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
+    """Keep a new campaign's areas and its categories in the campaign's own order."""
+    _keep_campaign_areas(tx, campaign_id, targeting)
+    ordered = list(dict.fromkeys(targeting.categories))
+    tx.run(_KEEP_CAMPAIGN_CATEGORIES, campaign_id=campaign_id, categories=ordered, ranks=list(range(len(ordered))))
+
+
 class Store(ABC):
     """place_imports, places, campaigns and campaign_businesses, in one database."""
 
@@ -434,6 +689,11 @@ class Store(ABC):
                         version=version,
                         now=datetime.now(UTC),
                     )
+            if reached < _CAMPAIGN_NEEDS_VERSION:
+                # Campaigns older than the tables that keep their needs: their areas come from Python.
+                for campaign in tx.rows(f"SELECT {_CAMPAIGN_COLUMNS} FROM campaigns"):
+                    campaign = _campaign(campaign)
+                    _keep_campaign_needs(tx, campaign.id, campaign.targeting)
 
         self._transact(work)
 
@@ -465,17 +725,7 @@ class Store(ABC):
         params = _pair_params(pairs)
         if not params["areas"]:
             return []
-        return self._transact(
-            lambda tx: tx.rows(
-                _MARK,
-                **params,
-                requested=REQUESTED,
-                stamp=stamp,
-                force=force,
-                retry_before=now - timedelta(days=RETRY_DAYS),
-                fresh_before=now - timedelta(days=FRESH_DAYS),
-            )
-        )
+        return self._transact(lambda tx: tx.rows(_MARK, **params, **_rule(now), stamp=stamp, force=force))
 
     def take_back(self, pairs: Iterable[tuple[str, str]], stamp: datetime) -> int:
         """Delete this caller's unused marks (its exact stamp) so the next look asks again; returns how many."""
@@ -484,65 +734,93 @@ class Store(ABC):
             return 0
         return len(self._transact(lambda tx: tx.rows(_TAKE_BACK, **params, requested=REQUESTED, stamp=stamp)))
 
-    def mark_failed(self, pairs: Iterable[tuple[str, str]], now: datetime) -> int:
-        """Date a failed import's marks back so campaigns stop waiting now; the 7-day block runs from there."""
+    def mark_failed(self, pairs: Iterable[tuple[str, str]], stamp: datetime, now: datetime) -> int:
+        """Date a failed import's own marks (its exact ``stamp``) back so campaigns stop waiting now; the 7-day
+        block runs from there. Returns how many marks were dated back."""
         params = _pair_params(pairs)
         if not params["areas"]:
             return 0
         # A mark older than IMPORT_HOURS already reads as failed: moving it would only shorten its block.
         failed_at = now - timedelta(hours=IMPORT_HOURS)
-        return len(self._transact(lambda tx: tx.rows(_MARK_FAILED, **params, requested=REQUESTED, failed_at=failed_at)))
+        return len(
+            self._transact(
+                lambda tx: tx.rows(_MARK_FAILED, **params, requested=REQUESTED, stamp=stamp, failed_at=failed_at)
+            )
+        )
 
     # Asking for imports
 
-    def reserve_runs(
-        self, missing: Mapping[str, Iterable[str]], areas: Mapping[str, Area], now: datetime
-    ) -> Reservation:
-        """Reserve the missing pairs and group only those we got into import runs."""
-        reserved = self.reserve(missing, now, now)
-        return Reservation(now, import_runs(reserved, areas))
+    def reserve_missing(self, now: datetime, max_runs: int, campaign_ids: Sequence[int] | None = None) -> Reservation:
+        """Mark the missing pairs of at most ``max_runs`` import runs, in the database, and group what we got.
 
-    def launch_runs(self, reservation: Reservation, launch: Callable[[ImportRun], None]) -> None:
-        """Hand each reserved run to ``launch`` in order; if one fails, take back the unsent runs' marks and raise."""
-        for index, run in enumerate(reservation.runs):
-            try:
-                launch(run)
-            # Anything short of a handed-over run, an interrupt included, means the import was not asked for.
-            except BaseException:
-                unsent = [pair for later in reservation.runs[index:] for pair in later.pairs]
-                self.take_back(unsent, reservation.stamp)
-                raise
+        The pairs come from the campaigns' kept areas and categories (every active campaign, or exactly
+        ``campaign_ids``), anti-joined with place_imports under the one freshness rule; the runs of the oldest
+        campaigns go first. ``max_runs=0`` reserves nothing and only counts.
+        """
+        if max_runs < 0:
+            raise InvalidInput(f"max_runs {max_runs!r} is not allowed: use 0 or more")
+        rule, campaigns = _rule(now), _campaign_filter(campaign_ids)
 
-    def request_imports(
-        self,
-        targeting: Targeting,
-        categories: Iterable[str],
-        launch: Callable[[ImportRun], None] | None,
-        *,
-        now: datetime,
-        off_reason: str | None = None,
-    ) -> int:
-        """Ask for the imports a campaign is missing; returns how many of its areas are still to come."""
-        areas = areas_for(targeting)
-        categories = check_categories(categories)
-        needs = import_needs(areas, categories, self.import_rows(areas, categories), now)
-        if launch is None:
-            # Imports are off: the search works on what is loaded, and no mark waits on an import nobody will run.
-            if needs.missing:
-                logger.warning(
-                    "%d areas of business listings not loaded: %s",
-                    len(needs.missing),
-                    off_reason or "imports are off",
-                )
-            return len(needs.coming)
-        reservation = self.reserve_runs(needs.missing, areas, now)
-        self.launch_runs(reservation, launch)
-        return len(needs.coming | reservation.areas)
+        def work(tx: Transaction) -> tuple[int, int, int, list[tuple]]:
+            tx.run(_CREATE_MISSING, **rule, **campaigns)
+            [(missing_pairs, missing_runs)] = tx.rows(_MISSING_SUMMARY)
+            [(coming_pairs,)] = tx.rows(_COMING_PAIRS, requested=REQUESTED, coming_after=rule["coming_after"])
+            reserved = (
+                tx.rows(_RESERVE_ADMITTED, **rule, stamp=now, force=False, max_runs=max_runs)
+                if max_runs and missing_pairs
+                else []
+            )
+            return missing_pairs, missing_runs, coming_pairs, reserved
+
+        missing_pairs, missing_runs, coming_pairs, reserved = self._transact(work)
+        by_area = _by_area(reserved)
+        runs = import_runs(by_area, {key: parse_area_key(key) for key in by_area})
+        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs)
+
+    def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
+        """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""
+        campaigns = _campaign_filter(campaign_ids)
+
+        def work(tx: Transaction) -> Needs:
+            rule = _rule(now)
+            tx.run(_CREATE_MISSING, **rule, **campaigns)
+            missing = _by_area(tx.rows(_NEEDS_MISSING))
+            coming_after = rule["coming_after"]
+            coming = {
+                area for (area,) in tx.rows(_NEEDS_COMING, requested=REQUESTED, coming_after=coming_after, **campaigns)
+            }
+            [(arrived_at,)] = tx.rows(_NEEDS_ARRIVED_AT, requested=REQUESTED, **campaigns)
+            return Needs(missing, coming, arrived_at)
+
+        return self._transact(work)
+
+    def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
+        """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how
+        many marks carry each."""
+        rows = self._transact(
+            lambda tx: tx.rows(
+                _AWAITING_RUN,
+                requested=REQUESTED,
+                coming_after=Cutoffs.at(now).coming_after,
+                launched_before=now - timedelta(minutes=LAUNCH_GRACE_MINUTES),
+            )
+        )
+        return dict(rows)
+
+    def marks_stamped(self, stamp: datetime) -> list[tuple[str, str]]:
+        """The pairs whose mark carries exactly this stamp."""
+        return self._transact(lambda tx: tx.rows(_STAMPED, requested=REQUESTED, stamp=stamp))
 
     # Imports
 
-    def write_import(self, run: ImportRun, release: str, places: pa.Table, now: datetime) -> dict[tuple[str, str], int]:
-        """Replace the places of the run's pairs and record the release, all at once; returns rows per pair."""
+    def write_import(
+        self, run: ImportRun, release: str, places: pa.Table, now: datetime | None = None
+    ) -> dict[tuple[str, str], int]:
+        """Replace the places of the run's pairs and record the release, all at once; returns rows per pair.
+
+        ``imported_at`` is ``now`` if given, else the moment just before the commit, when the places become
+        visible: a search that ran while this import was reading must still find them new afterwards.
+        """
         if not isinstance(release, str) or not release or release == REQUESTED:
             raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
         params = _pair_params(run.pairs)
@@ -555,9 +833,11 @@ class Store(ABC):
             tx.load_incoming_places(incoming)
             # Recorded first: the upsert locks the pairs' rows, so a second writer of the same pairs (an analyst's
             # re-materialisation) waits for this one and then replaces its places rather than colliding with them.
-            recorded = tx.rows(_RECORD_IMPORTS, **params, release=release, now=now)
+            recorded = tx.rows(_RECORD_IMPORTS, **params, release=release, now=now or datetime.now(UTC))
             tx.run(_DELETE_PLACES, **params)
             tx.run(_INSERT_PLACES, **params, release=release)
+            if now is None:
+                tx.run(_STAMP_IMPORTS, **params, committed_at=datetime.now(UTC))
             return recorded
 
         return {(area, category): rows for area, category, rows in self._transact(work)}
@@ -582,21 +862,14 @@ class Store(ABC):
                 area=area,
                 category=category,
                 requested=REQUESTED,
-                failed_before=now - timedelta(hours=IMPORT_HOURS),
+                coming_after=Cutoffs.at(now).coming_after,
             )
         )
         return PlaceImport(*rows[0]) if rows else None
 
     def import_status(self, now: datetime) -> list[ImportStatus]:
         """Per category, how many pairs are fresh, on their way, failed or stale, and the oldest release."""
-        rows = self._transact(
-            lambda tx: tx.rows(
-                _IMPORT_STATUS,
-                requested=REQUESTED,
-                fresh_after=now - timedelta(days=FRESH_DAYS),
-                coming_after=now - timedelta(hours=IMPORT_HOURS),
-            )
-        )
+        rows = self._transact(lambda tx: tx.rows(_IMPORT_STATUS, **_rule(now)))
         return [ImportStatus(*row) for row in rows]
 
     # Campaigns
@@ -607,12 +880,16 @@ class Store(ABC):
         if not isinstance(targeting, Targeting):
             raise InvalidInput(f"targeting {targeting!r} is not a Targeting of locations and categories")
         params = {"name": name, "targeting": targeting_to_json(targeting), "now": now or datetime.now(UTC)}
-        return self._transact(
-            lambda tx: tx.rows(
+
+        def work(tx: Transaction) -> int:
+            [(campaign_id,)] = tx.rows(
                 "INSERT INTO campaigns (name, targeting, created_at) VALUES ($name, $targeting, $now) RETURNING id",
                 **params,
             )
-        )[0][0]
+            _keep_campaign_needs(tx, campaign_id, targeting)
+            return campaign_id
+
+        return self._transact(work)
 
     def campaign(self, campaign_id: int) -> Campaign:
         """The campaign with this id."""
@@ -672,35 +949,98 @@ class Store(ABC):
                 targeting=targeting_to_json(targeting),
                 id=campaign.id,
             )
+            _keep_campaign_areas(tx, campaign.id, Targeting((location,), targeting.categories))
             return replace(campaign, targeting=targeting)
 
         return self._transact(work)
 
+    # Searches ----------------------------------------------------------------------------------------------
+
     def add_campaign_businesses(self, campaign_id: int, now: datetime) -> tuple[int, int]:
-        """Add the loaded businesses the campaign has not got yet, nearest first; returns (added, total)."""
+        """Search the campaign: add the businesses of the pairs loaded since its last search (all of them the
+        first time, or after its targeting changed); returns (added, total).
+
+        ``now`` is when the search began: it vouches for what was stamped up to SEARCH_OVERLAP before, so that an
+        import committing while it runs is read by the next search. With nothing new this is three short
+        statements, whatever the campaign holds.
+        """
+        campaign_id = _check_campaign_id(campaign_id)
 
         def work(tx: Transaction) -> tuple[int, int]:
-            targeting = self._campaign_in(tx, campaign_id).targeting
-            points = [loc for loc in targeting.locations if isinstance(loc, PointLocation)]
-            categories = list(dict.fromkeys(targeting.categories))
-            added = tx.rows(
-                _ADD_CAMPAIGN_BUSINESSES,
-                point_lats=[p.lat for p in points],
-                point_lngs=[p.lng for p in points],
-                point_radii=[p.radius_km for p in points],
-                countries=[loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)],
-                categories=categories,
-                ranks=list(range(len(categories))),
-                areas=list(areas_for(targeting)),
+            state = tx.rows(_SEARCH_STATE, campaign_id=campaign_id)
+            if not state:
+                raise _no_campaign(campaign_id)
+            [(targeting_text, searched_targeting, searched_through, businesses)] = state
+            everything = searched_through is None or searched_targeting != targeting_text or businesses is None
+            since = _EVER if everything else searched_through
+            landed = tx.rows(_LANDED_PAIRS, campaign_id=campaign_id, since=since, requested=REQUESTED)
+            added = self._add_found(tx, campaign_id, targeting_from_json(targeting_text), landed, now) if landed else 0
+            # Counted in full only when the search was: a big campaign's count is most of a search with nothing new.
+            total = tx.rows(_COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses + added
+            tx.run(
+                _RECORD_SEARCH,
                 campaign_id=campaign_id,
                 now=now,
+                through=now - SEARCH_OVERLAP,
+                targeting=targeting_text,
+                businesses=total,
             )
-            [(total,)] = tx.rows(
-                "SELECT count(*) FROM campaign_businesses WHERE campaign_id = $campaign_id", campaign_id=campaign_id
-            )
-            return len(added), total
+            return added, total
 
         return self._transact(work)
+
+    @staticmethod
+    def _add_found(tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime) -> int:
+        points = [loc for loc in targeting.locations if isinstance(loc, PointLocation)]
+        point_params = {
+            f"{name}_{i}": value
+            for i, point in enumerate(points)
+            for name, value in (("lat", point.lat), ("lng", point.lng), ("radius", float(point.radius_km)))
+        }
+        tx.run(
+            _find_businesses(len(points)),
+            **point_params,
+            areas=[area for area, _, _ in pairs],
+            categories=[category for _, category, _ in pairs],
+            ranks=[rank for _, _, rank in pairs],
+            countries=[loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)],
+            campaign_id=campaign_id,
+        )
+        tx.run(_ADD_FOUND_BUSINESSES, campaign_id=campaign_id, now=now)
+        # What was not there before the insert; a search of the same campaign committing meanwhile (PostgreSQL)
+        # could have added some of them too, and both would count them.
+        return tx.rows(_COUNT_FOUND)[0][0]
+
+    def search_progress(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> list[SearchProgress]:
+        """Every active campaign's (or exactly these campaigns') areas by import state at ``now``, when real data
+        last landed, and its search's times: one statement, whatever the number of campaigns."""
+        rows = self._transact(lambda tx: tx.rows(_SEARCH_PROGRESS, **_rule(now), **_campaign_filter(campaign_ids)))
+        return [SearchProgress(*row) for row in rows]
+
+    def request_searches(self, campaign_ids: Iterable[int], new_windows: Iterable[int], now: datetime) -> None:
+        """Note that these campaigns' searches were asked for at ``now``; those in ``new_windows`` begin a new
+        day's window of searches then."""
+        ids = sorted({_check_campaign_id(i) for i in campaign_ids})
+        if ids:
+            windows = sorted({_check_campaign_id(i) for i in new_windows})
+            self._transact(lambda tx: tx.run(_REQUEST_SEARCHES, campaign_ids=ids, new_windows=windows, now=now))
+
+    def remember_maps(self, map_keys: Mapping[int, str]) -> set[int]:
+        """Keep what each searched campaign's map shows now; returns the campaigns for which that changed (their
+        map is worth drawing again)."""
+        ids = sorted(_check_campaign_id(i) for i in map_keys)
+        if not ids:
+            return set()
+        keys = [map_keys[i] for i in ids]
+        return {row[0] for row in self._transact(lambda tx: tx.rows(_REMEMBER_MAPS, campaign_ids=ids, map_keys=keys))}
+
+    def campaign_points(self, campaign_id: int, limit: int) -> list[tuple[float, float]]:
+        """(lat, lng) of the campaign's ``limit`` nearest businesses, nearest first."""
+        return self._transact(
+            lambda tx: tx.rows(_CAMPAIGN_POINTS, campaign_id=_check_campaign_id(campaign_id), limit=limit)
+        )
+
+    # ----------------------------------------------------------------------------------------------- Searches
 
     def campaign_results(self, campaign_id: int) -> list[dict[str, Any]]:
         """The campaign's businesses, nearest first (country-only matches last), websites and phones as lists."""

@@ -1,7 +1,8 @@
 """The store's tables, as numbered migrations that DuckDB and PostgreSQL both accept word for word.
 
 Append a new version to change the schema; never edit one that has shipped, because a database records
-only the number it reached.
+only the number it reached. Version 3's tables are filled for campaigns that existed before it by
+``Store.migrate``, since their areas come from Python (``placement.areas_for``).
 
 ``places.address`` is text as the reader gives it (one formatted line); when the reader hands a struct or a
 list instead, the store keeps its JSON. ``websites`` and ``phones`` are JSON arrays of strings, as text.
@@ -87,6 +88,52 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
                 looked_up_at TIMESTAMPTZ NOT NULL
             )
             """,
+        ),
+    ),
+    (
+        3,
+        (
+            # What each campaign needs, worked out (placement.areas_for) when it is created or changed rather than
+            # on every tick, so that the sensors find missing pairs, pending areas and new places with joins.
+            # block is the import run that reads the area: its 4 x 4 block or its country (placement.block_key).
+            """
+            CREATE TABLE campaign_areas (
+                campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+                area TEXT NOT NULL,
+                block TEXT NOT NULL,
+                PRIMARY KEY (campaign_id, area)
+            )
+            """,
+            "CREATE INDEX campaign_areas_by_area ON campaign_areas (area)",
+            # rank is the category's place in the campaign's own order: a place of two categories is added once,
+            # under the first.
+            """
+            CREATE TABLE campaign_categories (
+                campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+                category TEXT NOT NULL,
+                rank INTEGER NOT NULL,
+                PRIMARY KEY (campaign_id, category)
+            )
+            """,
+            # When a campaign's search window began (the first search of the day), when the search sensor last
+            # asked for it, and up to when the landed places have been searched: a search reads only the pairs
+            # loaded after searched_through. searched_targeting is the targeting that search covered (a changed
+            # one is searched in full again), businesses how many the campaign had then (so that a search with
+            # nothing new need not count them), map_key what the campaign's last map showed.
+            """
+            CREATE TABLE campaign_searches (
+                campaign_id INTEGER PRIMARY KEY REFERENCES campaigns (id),
+                window_start TIMESTAMPTZ,
+                requested_at TIMESTAMPTZ,
+                searched_at TIMESTAMPTZ,
+                searched_through TIMESTAMPTZ,
+                searched_targeting TEXT,
+                businesses INTEGER,
+                map_key TEXT
+            )
+            """,
+            # The sensors look for what landed, aged or was asked for since a moment: a range on imported_at.
+            "CREATE INDEX place_imports_by_time ON place_imports (imported_at)",
         ),
     ),
 )

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+import logging
+from datetime import timedelta
 
 import dagster as dg
 import pytest
 
-from nakodo_dagster.assets.places import IMPORT_KEY_TAG, import_places
-from nakodo_dagster.placement import REQUESTED, ImportRun, PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster import tags
+from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.placement import (
+    LAUNCH_GRACE_MINUTES,
+    REQUESTED,
+    ImportRun,
+    PointLocation,
+    Targeting,
+    areas_for,
+    import_runs,
+)
 from nakodo_dagster.sensors import import_sensor as import_sensor_module
-from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.sensors.import_sensor import import_sensor, request_import_runs
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))
 
 
-def tick(instance: dg.DagsterInstance, resources: dict) -> dg.SensorResult | dg.SkipReason:
-    return import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+def tick(instance: dg.DagsterInstance, resources: dict, cursor: str | None = None) -> dg.SensorResult:
+    return import_sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor))
 
 
 def marks(resources: dict) -> set[tuple[str, str]]:
@@ -27,8 +38,8 @@ def marks(resources: dict) -> set[tuple[str, str]]:
 
 def test_no_active_campaign_means_no_run(instance, resources):
     result = tick(instance, resources)
-    assert isinstance(result, dg.SkipReason)
-    assert "No active campaign" in result.skip_message
+    assert not result.run_requests
+    assert "Nothing missing" in result.skip_reason.skip_message
 
 
 def test_a_campaign_gets_one_run_per_block_and_its_partitions(instance, resources):
@@ -42,7 +53,7 @@ def test_a_campaign_gets_one_run_per_block_and_its_partitions(instance, resource
     payloads = [r.run_config["ops"]["import_block"]["config"] for r in result.run_requests]
     assert sorted(ImportRun.from_payload(p).key for p in payloads) == sorted(run.key for run in expected)
     assert all(
-        r.tags[IMPORT_KEY_TAG] == ImportRun.from_payload(r.run_config["ops"]["import_block"]["config"]).key
+        r.tags[tags.IMPORT_KEY] == ImportRun.from_payload(r.run_config["ops"]["import_block"]["config"]).key
         for r in result.run_requests
     )
     assert marks(resources) == {(a, c) for a in areas for c in LEEDS.categories}
@@ -57,8 +68,9 @@ def test_the_next_tick_waits_instead_of_asking_again(instance, resources):
 
     second = tick(instance, resources)
 
-    assert isinstance(second, dg.SkipReason)
-    assert f"{len(areas_for(LEEDS))} areas have an import on its way" in second.skip_message
+    assert not second.run_requests
+    pairs = len(areas_for(LEEDS)) * len(LEEDS.categories)
+    assert f"{pairs} pairs have an import on its way" in second.skip_reason.skip_message
 
 
 def test_imports_off_writes_no_mark_and_says_why(instance, resources_off):
@@ -66,9 +78,9 @@ def test_imports_off_writes_no_mark_and_says_why(instance, resources_off):
 
     result = tick(instance, resources_off)
 
-    assert isinstance(result, dg.SkipReason)
-    assert f"{len(areas_for(LEEDS))} areas of business listings not loaded" in result.skip_message
-    assert "NAKODO_OVERTURE_ROOT isn't set" in result.skip_message
+    runs = len(import_runs({key: list(LEEDS.categories) for key in areas_for(LEEDS)}, areas_for(LEEDS)))
+    assert not result.run_requests
+    assert f"{runs} import runs not asked for: NAKODO_OVERTURE_ROOT isn't set" in result.skip_reason.skip_message
     assert marks(resources_off) == set()
 
 
@@ -94,14 +106,14 @@ def test_identical_work_is_not_launched_twice_within_two_hours(instance, resourc
     request = first.run_requests[0]
     instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
     # Someone cleared the marks (say, by hand): the same payload is reservable again.
-    stamp = datetime.fromisoformat(request.tags["nakodo/stamp"])
+    stamp = tags.stamp_from_tag(request.tags[tags.STAMP])
     every_pair = [tuple(p) for r in first.run_requests for p in r.run_config["ops"]["import_block"]["config"]["pairs"]]
     store.take_back(every_pair, stamp)
 
     second = tick(instance, resources)
 
-    keys = {r.tags[IMPORT_KEY_TAG] for r in second.run_requests}
-    assert request.tags[IMPORT_KEY_TAG] not in keys
+    keys = {r.tags[tags.IMPORT_KEY] for r in second.run_requests}
+    assert request.tags[tags.IMPORT_KEY] not in keys
     assert len(second.run_requests) == len(first.run_requests) - 1
     skipped = {tuple(p) for p in request.run_config["ops"]["import_block"]["config"]["pairs"]}
     assert not skipped & marks(resources), "the skipped run's marks are not kept"
@@ -133,3 +145,35 @@ def test_a_root_without_releases_fails_the_tick_before_reserving(instance, datab
     with pytest.raises(InvalidInput, match="no release"):
         tick(instance, resources)
     assert marks(resources) == set(), "a missing release must not block every pair for 7 days"
+
+
+@pytest.mark.parametrize("status", [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])
+def test_a_failed_or_cancelled_run_does_not_block_its_retry(instance, resources, status):
+    """The seed's Trigger.dev frees a failed run's idempotency key: an analyst's retry goes at once."""
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    first = tick(instance, resources)
+    request = first.run_requests[0]
+    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    instance.report_run_failed(run) if status == dg.DagsterRunStatus.FAILURE else instance.report_run_canceled(run)
+    every_pair = [tuple(p) for r in first.run_requests for p in r.run_config["ops"]["import_block"]["config"]["pairs"]]
+    store.take_back(every_pair, tags.stamp_from_tag(request.tags[tags.STAMP]))
+
+    second = tick(instance, resources)
+
+    assert request.tags[tags.IMPORT_KEY] in {r.tags[tags.IMPORT_KEY] for r in second.run_requests}
+
+
+def test_the_cursor_remembers_stamps_seen_with_a_run(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    first = tick(instance, resources)
+    for request in first.run_requests:
+        instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    stamp = first.run_requests[0].tags[tags.STAMP]
+    later = tags.stamp_from_tag(stamp) + timedelta(minutes=LAUNCH_GRACE_MINUTES + 1)
+
+    result = request_import_runs(instance, store, resources["overture"], later, logging.getLogger("test"))
+
+    assert json.loads(result.cursor) == [stamp]
+    assert marks(resources) == {(a, c) for a in areas_for(LEEDS) for c in LEEDS.categories}

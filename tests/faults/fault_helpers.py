@@ -18,11 +18,11 @@ from nakodo_dagster.store import Store
 Pair = tuple[str, str]
 
 
-def tick(instance: dg.DagsterInstance, resources: dict) -> dg.SensorResult | dg.SkipReason:
+def tick(instance: dg.DagsterInstance, resources: dict) -> dg.SensorResult:
     """One evaluation of the import sensor, its new partitions registered as the daemon would."""
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         result = import_sensor(context)
-    for request in getattr(result, "dynamic_partitions_requests", None) or []:
+    for request in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     return result
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import logging
 import random
 import threading
 from datetime import timedelta
@@ -19,6 +17,7 @@ from nakodo_dagster.placement import (
     PointLocation,
     Targeting,
     areas_for,
+    import_needs,
     import_runs,
 )
 from nakodo_dagster.store import ImportStatus
@@ -126,67 +125,94 @@ def test_threads_of_one_process_reserve_each_pair_exactly_once(store):
     assert set(won) == set(imports_table(store))
 
 
-def _launcher(fail_on: int | None = None):
-    launched = []
+def test_reserve_missing_marks_one_run_per_block_of_the_campaigns(store):
+    store.add_campaign("three cities", THREE_CITIES)
+    areas = areas_for(THREE_CITIES)
 
-    def launch(run):
-        if len(launched) + 1 == fail_on:
-            raise RuntimeError("queue unavailable")
-        launched.append(run)
+    reservation = store.reserve_missing(NOW, max_runs=10)
 
-    return launch, launched
-
-
-def test_request_imports_launches_runs_and_counts_areas_to_come(store):
-    launch, launched = _launcher()
-    assert store.request_imports(THREE_CITIES, ["cafe"], launch, now=NOW) == 3
-    assert launched == import_runs({area: ["cafe"] for area in areas_for(THREE_CITIES)}, areas_for(THREE_CITIES))
-    assert all(row == (REQUESTED, 0, NOW) for row in imports_table(store).values())
-    # An hour later the imports are on their way: nothing more is asked for, three areas still to come.
-    later_launch, later_launched = _launcher()
-    assert store.request_imports(THREE_CITIES, ["cafe"], later_launch, now=NOW + timedelta(hours=1)) == 3
-    assert later_launched == []
+    assert reservation.runs == import_runs({area: ["cafe"] for area in areas}, areas)
+    assert (reservation.missing_runs, reservation.missing_pairs, reservation.coming_pairs) == (3, 3, 0)
+    assert imports_table(store) == {(area, "cafe"): (REQUESTED, 0, NOW) for area in areas}
+    # An hour later the imports are on their way: nothing more is asked for, three areas to come.
+    later = store.reserve_missing(NOW + timedelta(hours=1), max_runs=10)
+    assert (later.runs, later.missing_runs, later.coming_pairs) == ([], 0, 3)
 
 
-def test_request_imports_launches_only_what_it_reserved(store):
-    """Another caller reserves a pair between our read of place_imports and our compare and set."""
-    rival_pair = ("cell:48.5,2", "cafe")
-    racing = copy.copy(store)
+def test_reserve_missing_admits_the_oldest_campaigns_runs_first(store):
+    store.add_campaign("three cities", THREE_CITIES)
+    store.add_campaign("Tokyo bakeries", Targeting((PointLocation(35.75, 139.75, 2),), ("bakery",)))
 
-    def import_rows_then_rival(areas, categories):
-        rows = type(store).import_rows(racing, areas, categories)
-        store.reserve({rival_pair[0]: [rival_pair[1]]}, NOW - SECOND, NOW)
-        return rows
+    first = store.reserve_missing(NOW, max_runs=2)
 
-    racing.import_rows = import_rows_then_rival
-    launch, launched = _launcher()
-    assert racing.request_imports(THREE_CITIES, ["cafe"], launch, now=NOW) == 2
-    assert [run.pairs for run in launched] == [(("cell:40,-4", "cafe"),), (("cell:53.5,-2", "cafe"),)]
-    assert imports_table(store)[rival_pair] == (REQUESTED, 0, NOW - SECOND)
+    assert (len(first.runs), first.missing_runs) == (2, 4)
+    assert all(category == "cafe" for run in first.runs for _, category in run.pairs)
+    # What was not admitted stays missing, unmarked, and is asked for by the next look.
+    assert len(imports_table(store)) == 2
+    second = store.reserve_missing(NOW + SECOND, max_runs=2)
+    assert (len(second.runs), second.missing_runs, second.coming_pairs) == (2, 2, 2)
+    assert len(imports_table(store)) == 4
 
 
-def test_a_failed_launch_takes_back_the_unsent_runs_and_raises(store):
-    launch, launched = _launcher(fail_on=2)
-    with pytest.raises(RuntimeError, match="queue unavailable"):
-        store.request_imports(THREE_CITIES, ["cafe"], launch, now=NOW)
-    assert len(launched) == 1
-    assert imports_table(store) == {pair: (REQUESTED, 0, NOW) for pair in launched[0].pairs}
-    # The next look asks again for exactly what was taken back.
-    retry, retried = _launcher()
-    assert store.request_imports(THREE_CITIES, ["cafe"], retry, now=NOW + SECOND) == 3
-    assert len(retried) == 2
+def test_reserve_missing_with_no_room_counts_and_writes_nothing(store):
+    store.add_campaign("three cities", THREE_CITIES)
 
+    counted = store.reserve_missing(NOW, max_runs=0)
 
-def test_imports_off_write_no_mark_and_warn(store, caplog):
-    with caplog.at_level(logging.WARNING, logger="nakodo_dagster"):
-        pending = store.request_imports(
-            THREE_CITIES, ["cafe"], None, now=NOW, off_reason="NAKODO_OVERTURE_ROOT isn't set"
-        )
-    assert pending == 0
+    assert (counted.runs, counted.missing_runs, counted.missing_pairs) == ([], 3, 3)
     assert imports_table(store) == {}
-    assert [r.getMessage() for r in caplog.records] == [
-        "3 areas of business listings not loaded: NAKODO_OVERTURE_ROOT isn't set"
-    ]
+
+
+def test_reserve_missing_reads_only_active_or_named_campaigns(store):
+    paused = store.add_campaign("three cities", THREE_CITIES)
+    store.set_campaign_status(paused, "paused")
+
+    assert store.reserve_missing(NOW, max_runs=10).missing_runs == 0
+    assert len(store.reserve_missing(NOW, max_runs=10, campaign_ids=[paused]).runs) == 3
+
+
+def test_a_location_added_later_is_needed_too(store):
+    campaign = store.add_campaign("Leeds", Targeting((PointLocation(53.75, -1.75, 2),), ("cafe", "pub")))
+    store.add_campaign_location(campaign, PointLocation(48.75, 2.25, 2))
+
+    needs = store.needs(NOW)
+
+    assert needs.missing == {"cell:48.5,2": ["cafe", "pub"], "cell:53.5,-2": ["cafe", "pub"]}
+
+
+@pytest.mark.parametrize(
+    ("age", "release", "reserved"),
+    [
+        (timedelta(days=RETRY_DAYS) - SECOND, REQUESTED, False),
+        (timedelta(days=RETRY_DAYS), REQUESTED, True),
+        (timedelta(days=FRESH_DAYS) - SECOND, RELEASE, False),
+        (timedelta(days=FRESH_DAYS), RELEASE, True),
+    ],
+)
+def test_the_compare_and_set_agrees_with_import_needs_at_the_boundaries(store, age, release, reserved):
+    targeting = Targeting((PointLocation(53.75, -1.75, 2),), ("cafe",))
+    store.add_campaign("Leeds", targeting)
+    if release == REQUESTED:
+        store.force_request([(LEEDS, "cafe")], NOW - age)
+    else:
+        record_release(store, [(LEEDS, "cafe")], NOW - age)
+    rows = store.import_rows([LEEDS], ["cafe"])
+
+    assert (LEEDS in import_needs(areas_for(targeting), ["cafe"], rows, NOW).missing) is reserved
+    assert bool(store.reserve_missing(NOW, max_runs=10).runs) is reserved
+
+
+def test_four_processes_reserve_the_campaigns_needs_once(store, database_url, workers):
+    for number in range(6):
+        store.add_campaign(f"campaign {number}", Targeting((PointLocation(50 + number, -2, 50),), ("cafe", "pub")))
+    stamps = [NOW + timedelta(microseconds=i) for i in range(4)]
+
+    results = workers.run("reserve-missing", database_url, [{"now": stamp.isoformat()} for stamp in stamps])
+
+    won = [tuple(pair) for result in results for pair in result]
+    assert len(won) == len(set(won)), "a pair was reserved twice"
+    assert set(won) == set(imports_table(store))
+    assert store.needs(NOW).missing == {}
 
 
 def test_import_status_counts_each_state_per_category(store):
@@ -194,9 +220,11 @@ def test_import_status_counts_each_state_per_category(store):
     record_release(store, [("cell:51,0", "cafe")], NOW - timedelta(days=FRESH_DAYS + 2))
     store.force_request([("cell:52,0", "cafe")], NOW - timedelta(hours=1))
     store.force_request([("cell:53,0", "cafe"), ("cell:53,0", "pub")], NOW - timedelta(hours=IMPORT_HOURS + 1))
+    # A failed mark past its week is asked for again, as import_needs says: due, not failed.
+    store.force_request([("cell:54,0", "cafe")], NOW - timedelta(days=RETRY_DAYS + 1))
     assert store.import_status(NOW) == [
         ImportStatus(
-            "cafe", fresh=2, coming=1, failed=1, stale=1, oldest_release_at=NOW - timedelta(days=FRESH_DAYS + 2)
+            "cafe", fresh=2, coming=1, failed=1, stale=2, oldest_release_at=NOW - timedelta(days=FRESH_DAYS + 2)
         ),
         ImportStatus("pub", fresh=0, coming=0, failed=1, stale=0, oldest_release_at=None),
     ]

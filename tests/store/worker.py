@@ -29,6 +29,11 @@ def reserve(url: str, args: dict) -> list:
     return [[area, category] for area, categories in got.items() for category in categories]
 
 
+def reserve_missing(url: str, args: dict) -> list:
+    reservation = open_store(url).reserve_missing(datetime.fromisoformat(args["now"]), max_runs=10_000)
+    return [list(pair) for run in reservation.runs for pair in run.pairs]
+
+
 def migrate(url: str, args: dict) -> int:
     store = open_store(url)
     store.migrate()
@@ -61,7 +66,13 @@ def write_and_die(url: str, args: dict) -> None:
     )
 
 
-COMMANDS = {"reserve": reserve, "migrate": migrate, "hold": hold, "write-and-die": write_and_die}
+COMMANDS = {
+    "reserve": reserve,
+    "reserve-missing": reserve_missing,
+    "migrate": migrate,
+    "hold": hold,
+    "write-and-die": write_and_die,
+}
 
 if __name__ == "__main__":
     command, url, raw_args = sys.argv[1:]

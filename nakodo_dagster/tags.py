@@ -1,0 +1,31 @@
+"""The run tags this project writes and reads, named once: the sensors, the runs and the UI agree on them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+# dagster.yaml's run queue lets two runs with this tag (value "import") run at once.
+KIND = "nakodo/kind"
+IMPORT_KIND = "import"
+# The hash of an import run's canonical payload: the same work always carries the same key.
+IMPORT_KEY = "nakodo/import_key"
+# The exact imported_at of the marks a run holds: the key to taking them back or dating them back, never
+# touching a mark somebody else wrote on the same pair.
+STAMP = "nakodo/stamp"
+BOX = "nakodo/box"
+AREA = "nakodo/area"
+CATEGORIES = "nakodo/categories"
+CAMPAIGN = "nakodo/campaign"
+WHY = "nakodo/why"
+# Dagster's own tag on a run of one partition.
+PARTITION = "dagster/partition"
+
+
+def stamp_tag(stamp: datetime) -> str:
+    """A mark's stamp as a tag value (UTC, ISO 8601, microseconds kept)."""
+    return stamp.astimezone(UTC).isoformat()
+
+
+def stamp_from_tag(value: str) -> datetime:
+    """The stamp a tag value carries."""
+    return datetime.fromisoformat(value)
