@@ -479,8 +479,8 @@ def imports_status() -> None:
     click.echo(
         f"fresh: loaded less than {FRESH_DAYS} days ago. on their way: asked for less than {IMPORT_HOURS} h ago. "
         f"failed: asked for longer ago and never loaded, not asked again for {RETRY_DAYS} days "
-        f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, imported again when a campaign "
-        "needs it."
+        f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, or failed {RETRY_DAYS} days ago or "
+        "more: imported again when a campaign needs it."
     )
 
 

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -18,6 +19,7 @@ from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, pl
 from nakodo_dagster.placement import ImportRun, admitted_runs, import_pace
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Store
+from nakodo_dagster.store.base import COMMIT_OVERLAP
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again at once.
 SAME_WORK_HOURS = 2
@@ -32,6 +34,34 @@ _FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
 _PACE_WINDOW = 50
 # A tag filter becomes one SQL IN list, and SQLite caps the parameters of a statement.
 _KEYS_PER_QUERY = 500
+
+
+@dataclass
+class ImportCursor:
+    """What the import sensor carries from one tick to the next."""
+
+    confirmed: set[str] = field(default_factory=set)
+    """Stamps of marks already seen with a run behind them."""
+    checked_at: datetime | None = None
+    """Every missing pair was found as of this moment (a look's start, less COMMIT_OVERLAP)."""
+    waiting: int = 0
+    """Runs' worth of missing pairs that look left for the queue."""
+
+    @classmethod
+    def loads(cls, text: str | None) -> ImportCursor:
+        if not text:
+            return cls()
+        state = json.loads(text)
+        checked_at = state.get("checked_at")
+        return cls(
+            set(state.get("confirmed", [])),
+            datetime.fromisoformat(checked_at) if checked_at else None,
+            state.get("waiting", 0),
+        )
+
+    def dumps(self) -> str:
+        checked_at = self.checked_at.isoformat() if self.checked_at else None
+        return json.dumps({"confirmed": sorted(self.confirmed), "checked_at": checked_at, "waiting": self.waiting})
 
 
 class StepClock:
@@ -170,28 +200,45 @@ def request_import_runs(
     run); the result carries the next one. ``clock``, if given, is charged with each step.
     """
     clock = clock or StepClock()
-    confirmed = set(json.loads(cursor)) if cursor else set()
-    confirmed = take_back_unlaunched(instance, store, confirmed, now, log)
-    next_cursor = json.dumps(sorted(confirmed))
+    state = ImportCursor.loads(cursor)
+    state.confirmed = take_back_unlaunched(instance, store, state.confirmed, now, log)
     clock.lap("orphans")
 
     def skip(message: str) -> dg.SensorResult:
-        return dg.SensorResult(skip_reason=f"{message} Tick {clock}.", cursor=next_cursor)
+        return dg.SensorResult(skip_reason=f"{message} Tick {clock}.", cursor=state.dumps())
+
+    def unchanged() -> bool:
+        # Only a noted change or a boundary crossed can make a pair missing; without either, the last look stands.
+        changed = state.checked_at is None or state.waiting or store.needs_changed_since(state.checked_at, now)
+        clock.lap("changes")
+        return not changed
 
     if overture.off_reason:
+        if unchanged():
+            return skip(f"Imports are off ({overture.off_reason}); nothing changed since the last look.")
         counted = store.reserve_missing(now, 0, campaign_ids)
+        state.checked_at, state.waiting = now - COMMIT_OVERLAP, 0
         clock.lap("needs")
-        message = f"{counted.missing_runs} import runs not asked for: {overture.off_reason}."
+        message = f"{counted.missing_runs:,} import runs not asked for: {overture.off_reason}."
         log.warning(message)
         return skip(message)
     pace, in_flight = queue_pace(instance)
     admitted = admitted_runs(pace, in_flight)
     clock.lap("queue")
+    if not admitted:
+        return skip(
+            f"The import queue is full: {in_flight:,} runs queued or running, about {pace:,.0f} an hour; "
+            f"{state.waiting:,} more runs wait for it."
+        )
+    if unchanged():
+        return skip("Nothing missing: nothing changed since the last look.")
     # A release that cannot be found fails the tick before anything is reserved, not every run for 7 days.
     release = overture.current_release()
     clock.lap("release")
     reservation = store.reserve_missing(now, admitted, campaign_ids)
     runs, stamp = reservation.runs, reservation.stamp
+    waiting = reservation.missing_runs - len(runs)
+    state.checked_at, state.waiting = now - COMMIT_OVERLAP, waiting
     clock.lap("reserve")
     if not reservation.missing_runs:
         return skip(f"Nothing missing; {reservation.coming_pairs:,} pairs have an import on its way.")
@@ -208,7 +255,6 @@ def request_import_runs(
         # Not asked for after all: the marks go, so the next tick asks again.
         store.take_back([pair for run in runs for pair in run.pairs], stamp)
         raise
-    waiting = reservation.missing_runs - len(runs)
     summary = (
         f"Asked for {len(launch):,} of {reservation.missing_runs:,} import runs of release {release}"
         + (f"; {len(runs) - len(launch):,} are already queued, running or just done" if len(runs) > len(launch) else "")
@@ -222,7 +268,7 @@ def request_import_runs(
     log.info(f"{summary} Tick {clock}.")
     if not requests:
         return skip(summary)
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partitions, cursor=next_cursor)
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partitions, cursor=state.dumps())
 
 
 @dg.sensor(

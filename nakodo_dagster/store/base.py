@@ -7,8 +7,10 @@ supplies a short transaction (``Store._transact``), the placeholder style and a 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -158,6 +160,25 @@ GROUP BY imported_at ORDER BY imported_at
 
 _STAMPED = "SELECT area, category FROM place_imports WHERE release = $requested AND imported_at = $stamp"
 
+# Kept monotonic: a change noted by a slow transaction never hides a later one.
+_NOTE_NEEDS_CHANGED = """
+INSERT INTO needs_changes (id, changed_at) VALUES (1, $changed_at)
+ON CONFLICT (id) DO UPDATE SET changed_at = greatest(needs_changes.changed_at, excluded.changed_at)
+"""
+
+_NEEDS_CHANGED_SINCE = "SELECT count(*) FROM needs_changes WHERE changed_at > $since"
+
+# A real release or a failed mark that aged into missing since $since: the other ways a pair becomes missing
+# (a new campaign, a mark taken back) are noted in needs_changes.
+_AGED_INTO_MISSING = """
+SELECT count(*) FROM (
+    SELECT 1 FROM place_imports
+    WHERE (release <> $requested AND imported_at > $fresh_after_then AND imported_at <= $fresh_after)
+       OR (release = $requested AND imported_at > $retry_after_then AND imported_at <= $retry_after)
+    LIMIT 1
+) AS aged
+"""
+
 # Keyed on the exact stamp this caller wrote: never another caller's mark, even on the same pair.
 _TAKE_BACK = f"""
 DELETE FROM place_imports USING {_PAIRS} AS pair
@@ -224,12 +245,12 @@ _CAMPAIGN_COLUMNS = "id, name, targeting, status, created_at"
 
 # Searches ------------------------------------------------------------------------------------------------
 
-# A loaded pair's imported_at is stamped just before its commit, and a PostgreSQL statement does not see a commit
-# that lands after the statement began: a pair stamped shortly before a search began may be invisible to it. So a
-# search vouches only for what was stamped this long before it began, and the next one reads that stretch again
-# (harmless: each business is added once). The margin also absorbs clock drift between the writer's machine and
-# the searcher's.
-SEARCH_OVERLAP = timedelta(minutes=1)
+# A loaded pair's imported_at (and a noted change) is stamped just before its commit, and a PostgreSQL statement
+# does not see a commit that lands after the statement began: a pair stamped shortly before a search or a sensor
+# tick began may be invisible to it. So each vouches only for what was stamped this long before it began, and the
+# next one reads that stretch again (harmless: each business is added once, a pair recounted twice counts once).
+# The margin also absorbs clock drift between the writer's machine and the reader's.
+COMMIT_OVERLAP = timedelta(minutes=1)
 # What a campaign's first search, or its first after its targeting changed, reads: everything loaded.
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -320,9 +341,9 @@ SET searched_at = excluded.searched_at, searched_through = excluded.searched_thr
 
 # Every chosen campaign's areas by the state the map colours them with (on its way, then missing, then failed,
 # else loaded), with the newest real import among its pairs, beside its search's times. One statement for all.
-_SEARCH_PROGRESS = f"""
+_PROGRESS_COUNTS = f"""
 WITH chosen AS (
-    SELECT id, name FROM campaigns
+    SELECT id FROM campaigns
     WHERE ($everyone AND status = 'active') OR id IN (SELECT unnest($campaign_ids::INTEGER[]))
 ),
 pair_states AS (
@@ -338,17 +359,63 @@ area_states AS (
            bool_or(state = 'failed') AS failed, max(landed_at) AS landed_at
     FROM pair_states GROUP BY campaign_id, area
 )
-SELECT chosen.id, chosen.name, count(a.area),
-       count(a.area) FILTER (WHERE a.coming),
-       count(a.area) FILTER (WHERE a.missing AND NOT a.coming),
-       count(a.area) FILTER (WHERE a.missing),
-       count(a.area) FILTER (WHERE a.failed AND NOT a.coming AND NOT a.missing),
-       max(a.landed_at), s.window_start, s.requested_at, s.searched_at
+SELECT chosen.id AS campaign_id, count(a.area) AS areas,
+       count(a.area) FILTER (WHERE a.coming) AS coming,
+       count(a.area) FILTER (WHERE a.missing AND NOT a.coming) AS missing,
+       count(a.area) FILTER (WHERE a.missing) AS not_loaded,
+       count(a.area) FILTER (WHERE a.failed AND NOT a.coming AND NOT a.missing) AS failed,
+       max(a.landed_at) AS arrived_at
 FROM chosen
 LEFT JOIN area_states AS a ON a.campaign_id = chosen.id
-LEFT JOIN campaign_searches AS s ON s.campaign_id = chosen.id
-GROUP BY chosen.id, chosen.name, s.window_start, s.requested_at, s.searched_at
-ORDER BY chosen.id
+GROUP BY chosen.id
+"""
+
+
+_PROGRESS_COLUMNS = "campaign_id, areas, coming, missing, not_loaded, failed, arrived_at"
+
+_SEARCH_PROGRESS = f"""
+SELECT counts.campaign_id, c.name, counts.areas, counts.coming, counts.missing, counts.not_loaded, counts.failed,
+       counts.arrived_at, s.window_start, s.requested_at, s.searched_at
+FROM ({_PROGRESS_COUNTS}) AS counts
+JOIN campaigns AS c ON c.id = counts.campaign_id
+LEFT JOIN campaign_searches AS s ON s.campaign_id = counts.campaign_id
+ORDER BY counts.campaign_id
+"""
+
+# Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
+_KEEP_PROGRESS = f"""
+INSERT INTO campaign_progress ({_PROGRESS_COLUMNS})
+SELECT {_PROGRESS_COLUMNS} FROM ({_PROGRESS_COUNTS}) AS counts ORDER BY campaign_id
+ON CONFLICT (campaign_id) DO UPDATE
+SET areas = excluded.areas, coming = excluded.coming, missing = excluded.missing,
+    not_loaded = excluded.not_loaded, failed = excluded.failed, arrived_at = excluded.arrived_at
+"""
+
+_FORGET_INACTIVE_PROGRESS = """
+DELETE FROM campaign_progress WHERE campaign_id IN (SELECT id FROM campaigns WHERE status <> 'active')
+"""
+
+_KEPT_PROGRESS = """
+SELECT p.campaign_id, c.name, p.areas, p.coming, p.missing, p.not_loaded, p.failed, p.arrived_at,
+       s.window_start, s.requested_at, s.searched_at
+FROM campaign_progress AS p
+JOIN campaigns AS c ON c.id = p.campaign_id AND c.status = 'active'
+LEFT JOIN campaign_searches AS s ON s.campaign_id = p.campaign_id
+ORDER BY p.campaign_id
+"""
+
+# The campaigns holding a pair that was asked for or loaded since $since, or that crossed one of the freshness
+# boundaries since then (placement.Cutoffs at $since, the *_then parameters, and at now): through the index on
+# imported_at, so a tick reads what changed, not every campaign's pairs.
+_CHANGED_CAMPAIGNS = """
+SELECT DISTINCT ca.campaign_id
+FROM place_imports AS pi
+JOIN campaign_areas AS ca ON ca.area = pi.area
+JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = pi.category
+WHERE pi.imported_at > $since
+   OR (pi.imported_at > $fresh_after_then AND pi.imported_at <= $fresh_after)
+   OR (pi.imported_at > $coming_after_then AND pi.imported_at <= $coming_after)
+   OR (pi.imported_at > $retry_after_then AND pi.imported_at <= $retry_after)
 """
 
 # Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
@@ -446,6 +513,11 @@ _PLACE_NAME_COLUMNS = "query, display_name, lat, lng, looked_up_at"
 _CAMPAIGN_NEEDS_VERSION = 3
 
 
+@functools.cache
+def _parameter_names(sql: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\$([A-Za-z_]\w*)", sql))
+
+
 class Transaction(ABC):
     """One open transaction: the only way the store's SQL reaches a database."""
 
@@ -457,8 +529,9 @@ class Transaction(ABC):
         return sql
 
     def run(self, sql: str, **params: Any) -> None:
-        """Execute one statement."""
-        self._cursor.execute(self._translate(sql), params)
+        """Execute one statement with those of ``params`` it names (DuckDB refuses any other)."""
+        named = _parameter_names(sql)
+        self._cursor.execute(self._translate(sql), {name: value for name, value in params.items() if name in named})
 
     def rows(self, sql: str, **params: Any) -> list[tuple]:
         """Execute one statement and return its rows."""
@@ -633,6 +706,18 @@ def _rule(now: datetime) -> dict[str, Any]:
     return {"requested": REQUESTED, **asdict(Cutoffs.at(now))}
 
 
+def _rule_since(since: datetime, now: datetime) -> dict[str, Any]:
+    """``_rule(now)`` and the same boundaries at ``since`` (``*_then``): what crossed one in between."""
+    then = {f"{name}_then": value for name, value in asdict(Cutoffs.at(since)).items()}
+    return {**_rule(now), **then, "since": since}
+
+
+def _note_needs_changed(tx: Transaction) -> None:
+    # The transaction's last statement, stamped as late as possible: a sensor tick that began before this commit
+    # and did not see it looks again (it reads changes from COMMIT_OVERLAP before its own start).
+    tx.run(_NOTE_NEEDS_CHANGED, changed_at=datetime.now(UTC))
+
+
 def _campaign_filter(campaign_ids: Sequence[int] | None) -> dict[str, Any]:
     if campaign_ids is None:
         return {"everyone": True, "campaign_ids": []}
@@ -732,7 +817,7 @@ class Store(ABC):
         params = _pair_params(pairs)
         if not params["areas"]:
             return 0
-        return len(self._transact(lambda tx: tx.rows(_TAKE_BACK, **params, requested=REQUESTED, stamp=stamp)))
+        return len(self._rows_changing_needs(_TAKE_BACK, **params, requested=REQUESTED, stamp=stamp))
 
     def mark_failed(self, pairs: Iterable[tuple[str, str]], stamp: datetime, now: datetime) -> int:
         """Date a failed import's own marks (its exact ``stamp``) back so campaigns stop waiting now; the 7-day
@@ -743,10 +828,32 @@ class Store(ABC):
         # A mark older than IMPORT_HOURS already reads as failed: moving it would only shorten its block.
         failed_at = now - timedelta(hours=IMPORT_HOURS)
         return len(
-            self._transact(
-                lambda tx: tx.rows(_MARK_FAILED, **params, requested=REQUESTED, stamp=stamp, failed_at=failed_at)
-            )
+            self._rows_changing_needs(_MARK_FAILED, **params, requested=REQUESTED, stamp=stamp, failed_at=failed_at)
         )
+
+    def _rows_changing_needs(self, sql: str, **params: Any) -> list[tuple]:
+        """The rows a statement returns; if it returns any, the change is noted for the sensors."""
+
+        def work(tx: Transaction) -> list[tuple]:
+            rows = tx.rows(sql, **params)
+            if rows:
+                _note_needs_changed(tx)
+            return rows
+
+        return self._transact(work)
+
+    def needs_changed_since(self, since: datetime, now: datetime) -> bool:
+        """Whether a pair may have become missing after ``since``: a noted change (a campaign added or changed,
+        a mark taken back or dated back), or a release or a failed mark aging past its boundary."""
+
+        def work(tx: Transaction) -> bool:
+            [(noted,)] = tx.rows(_NEEDS_CHANGED_SINCE, since=since)
+            if noted:
+                return True
+            [(aged,)] = tx.rows(_AGED_INTO_MISSING, **_rule_since(since, now))
+            return bool(aged)
+
+        return self._transact(work)
 
     # Asking for imports
 
@@ -856,14 +963,12 @@ class Store(ABC):
         """
         area = parse_area_key(area).key
         (category,) = check_categories([category])
-        rows = self._transact(
-            lambda tx: tx.rows(
-                _FORGET_FAILED_IMPORT,
-                area=area,
-                category=category,
-                requested=REQUESTED,
-                coming_after=Cutoffs.at(now).coming_after,
-            )
+        rows = self._rows_changing_needs(
+            _FORGET_FAILED_IMPORT,
+            area=area,
+            category=category,
+            requested=REQUESTED,
+            coming_after=Cutoffs.at(now).coming_after,
         )
         return PlaceImport(*rows[0]) if rows else None
 
@@ -887,6 +992,7 @@ class Store(ABC):
                 **params,
             )
             _keep_campaign_needs(tx, campaign_id, targeting)
+            _note_needs_changed(tx)
             return campaign_id
 
         return self._transact(work)
@@ -927,6 +1033,7 @@ class Store(ABC):
                 id=_check_campaign_id(campaign_id),
             )
             self._campaign_in(tx, campaign_id)
+            _note_needs_changed(tx)
 
         self._transact(work)
 
@@ -950,6 +1057,7 @@ class Store(ABC):
                 id=campaign.id,
             )
             _keep_campaign_areas(tx, campaign.id, Targeting((location,), targeting.categories))
+            _note_needs_changed(tx)
             return replace(campaign, targeting=targeting)
 
         return self._transact(work)
@@ -960,7 +1068,7 @@ class Store(ABC):
         """Search the campaign: add the businesses of the pairs loaded since its last search (all of them the
         first time, or after its targeting changed); returns (added, total).
 
-        ``now`` is when the search began: it vouches for what was stamped up to SEARCH_OVERLAP before, so that an
+        ``now`` is when the search began: it vouches for what was stamped up to COMMIT_OVERLAP before, so that an
         import committing while it runs is read by the next search. With nothing new this is three short
         statements, whatever the campaign holds.
         """
@@ -981,7 +1089,7 @@ class Store(ABC):
                 _RECORD_SEARCH,
                 campaign_id=campaign_id,
                 now=now,
-                through=now - SEARCH_OVERLAP,
+                through=now - COMMIT_OVERLAP,
                 targeting=targeting_text,
                 businesses=total,
             )
@@ -1016,6 +1124,28 @@ class Store(ABC):
         last landed, and its search's times: one statement, whatever the number of campaigns."""
         rows = self._transact(lambda tx: tx.rows(_SEARCH_PROGRESS, **_rule(now), **_campaign_filter(campaign_ids)))
         return [SearchProgress(*row) for row in rows]
+
+    def count_progress(self, now: datetime, since: datetime | None) -> tuple[list[SearchProgress], int]:
+        """Every active campaign's progress as ``search_progress`` gives it, kept in campaign_progress and
+        recounted only for the campaigns whose pairs changed after ``since`` (all of them if ``since`` is None
+        or a change was noted since). Returns the progress and how many campaigns were recounted."""
+
+        def work(tx: Transaction) -> tuple[list[SearchProgress], int]:
+            everyone = since is None or tx.rows(_NEEDS_CHANGED_SINCE, since=since)[0][0] > 0
+            if everyone:
+                campaigns = _campaign_filter(None)
+                tx.run(_FORGET_INACTIVE_PROGRESS)
+            else:
+                changed = [row[0] for row in tx.rows(_CHANGED_CAMPAIGNS, **_rule_since(since, now))]
+                campaigns = _campaign_filter(changed)
+            recounted = 0
+            if everyone or campaigns["campaign_ids"]:
+                tx.run(_KEEP_PROGRESS, **_rule(now), **campaigns)
+                recounted = -1 if everyone else len(campaigns["campaign_ids"])
+            return [SearchProgress(*row) for row in tx.rows(_KEPT_PROGRESS)], recounted
+
+        progress, recounted = self._transact(work)
+        return progress, len(progress) if recounted < 0 else recounted
 
     def request_searches(self, campaign_ids: Iterable[int], new_windows: Iterable[int], now: datetime) -> None:
         """Note that these campaigns' searches were asked for at ``now``; those in ``new_windows`` begin a new

@@ -16,8 +16,9 @@ import pyarrow.csv
 from nakodo_dagster.store.base import Store, T, Transaction
 
 # A tick joins every campaign's pairs with place_imports: with the server's default 4 MB per sort or hash, that
-# join of a few hundred thousand rows spills to disk and takes twice as long.
-_SESSION_OPTIONS = "-c timezone=UTC -c work_mem=64MB"
+# join of a few hundred thousand rows spills to disk and takes twice as long, and JIT compiling it costs
+# seconds that a statement run once per tick never earns back.
+_SESSION_OPTIONS = "-c timezone=UTC -c work_mem=64MB -c jit=off"
 # Rows per COPY: bounds the CSV held in memory for a country-sized import.
 _COPY_BATCH_ROWS = 50_000
 

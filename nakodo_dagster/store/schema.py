@@ -134,6 +134,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             """,
             # The sensors look for what landed, aged or was asked for since a moment: a range on imported_at.
             "CREATE INDEX place_imports_by_time ON place_imports (imported_at)",
+            # The last moment something changed what the campaigns need without showing in place_imports'
+            # imported_at: a campaign added, changed, paused or resumed, a mark taken back, forgotten or dated back
+            # as failed. The sensors look at everything again after one, and only at what changed otherwise.
+            "CREATE TABLE needs_changes (id INTEGER PRIMARY KEY, changed_at TIMESTAMPTZ NOT NULL)",
+            # Each active campaign's areas by import state and when real data last landed, as the search sensor
+            # last counted them: a tick recounts only the campaigns whose pairs changed.
+            """
+            CREATE TABLE campaign_progress (
+                campaign_id INTEGER PRIMARY KEY REFERENCES campaigns (id),
+                areas INTEGER NOT NULL,
+                coming INTEGER NOT NULL,
+                missing INTEGER NOT NULL,
+                not_loaded INTEGER NOT NULL,
+                failed INTEGER NOT NULL,
+                arrived_at TIMESTAMPTZ
+            )
+            """,
         ),
     ),
 )

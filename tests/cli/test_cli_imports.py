@@ -1,4 +1,5 @@
-"""A failed import seen from the command line: sync exits 1, the freshness table shows it, retry lifts the block."""
+"""A failed import seen from the command line: sync exits 1, the freshness table shows it, retry lifts the block
+and the next sync imports it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def broken_release(tmp_path: Path) -> Path:
     return tmp_path / "broken"
 
 
-def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(nakodo, tmp_path, database_url):
+def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
+    nakodo, tmp_path, database_url, release_root
+):
     (area,) = areas_for(CAFES)
     added = nakodo(*split("campaign add --name Leeds --at 53.75,-1.75 --radius-km 2 --category cafe"))
     campaign_id = added.stdout.splitlines()[-1]
@@ -37,3 +40,9 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(nakod
     retried = nakodo("imports", "retry", area, "cafe")
     assert f"Forgot the failed import of cafe in {area}" in retried.stdout
     assert open_store(database_url).import_rows([area], ["cafe"]) == []
+
+    # The release is mended: the failed run in Dagster's history does not block the retried work.
+    mended = nakodo("sync", "--campaign", campaign_id, "--wait", "60", NAKODO_OVERTURE_ROOT=str(release_root))
+    assert "1 import runs (0 failed)" in mended.stdout
+    [row] = open_store(database_url).import_rows([area], ["cafe"])
+    assert row.release == RELEASE

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -21,7 +20,7 @@ from nakodo_dagster.placement import (
     import_runs,
 )
 from nakodo_dagster.sensors import import_sensor as import_sensor_module
-from nakodo_dagster.sensors.import_sensor import import_sensor, request_import_runs
+from nakodo_dagster.sensors.import_sensor import ImportCursor, import_sensor, request_import_runs
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))
 
@@ -175,5 +174,21 @@ def test_the_cursor_remembers_stamps_seen_with_a_run(instance, resources):
 
     result = request_import_runs(instance, store, resources["overture"], later, logging.getLogger("test"))
 
-    assert json.loads(result.cursor) == [stamp]
+    assert ImportCursor.loads(result.cursor).confirmed == {stamp}
     assert marks(resources) == {(a, c) for a in areas_for(LEEDS) for c in LEEDS.categories}
+
+
+def test_a_tick_after_a_look_with_nothing_changed_does_not_look_again(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    # Later than every change noted so far, and than the overlap a look allows for commits still landing.
+    start = datetime.now(UTC) + timedelta(minutes=2)
+    log = logging.getLogger("test")
+    first = request_import_runs(instance, store, resources["overture"], start, log)
+    assert first.run_requests
+
+    second = request_import_runs(
+        instance, store, resources["overture"], start + timedelta(minutes=1), log, cursor=first.cursor
+    )
+
+    assert "nothing changed since the last look" in second.skip_reason.skip_message

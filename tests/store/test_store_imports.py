@@ -6,6 +6,7 @@ import json
 import signal
 import threading
 import time
+from datetime import UTC, datetime
 
 import duckdb
 import psycopg2
@@ -188,3 +189,16 @@ def test_two_writers_of_one_pair_take_turns(postgres_url):
         writer.join(30)
     assert place_ids(store, A, "cafe") in ({"x0", "x1", "x2"}, {"y0", "y1", "y2"})
     assert imports_table(store)[(A, "cafe")] == (NEW_RELEASE, 3, NOW)
+
+
+def test_a_pair_is_dated_when_its_places_become_visible(store):
+    """A search that ran while the import was reading must find the import new once it commits."""
+    run = run_for([(A, "cafe")])
+    read = places_table([_place("p1", A, "cafe")])  # the read finished...
+    searched_at = datetime.now(UTC)  # ...a search ran before the write...
+
+    store.write_import(run, RELEASE, read)
+
+    [row] = store.import_rows([A], ["cafe"])
+    assert row.release == RELEASE
+    assert row.imported_at > searched_at, "the search sensor sees new places landed after that search"
