@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from nakodo_dagster.assets.campaign_search import campaign_search
+from nakodo_dagster import tags
+from nakodo_dagster.assets.campaign_search import search_campaigns_job, search_run_config
 from nakodo_dagster.assets.places import import_places
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -59,28 +60,37 @@ def sync(
         campaigns = store.store.campaigns(active_only=True)
     instance.add_dynamic_partitions(CAMPAIGN_PARTITIONS.name, [str(c.id) for c in campaigns])
     deadline = time.monotonic() + wait_seconds
+    cursor: str | None = None
     while True:
-        result = request_import_runs(instance, store.store, overture, campaigns, datetime.now(UTC), log)
-        requests = result.run_requests if isinstance(result, dg.SensorResult) else []
-        if isinstance(result, dg.SensorResult):
-            _apply_partitions(instance, result)
+        result = request_import_runs(
+            instance,
+            store.store,
+            overture,
+            datetime.now(UTC),
+            log,
+            campaign_ids=[c.id for c in campaigns],
+            cursor=cursor,
+        )
+        cursor = result.cursor
+        requests = result.run_requests or []
+        _apply_partitions(instance, result)
         on_step(f"{len(requests)} import runs to execute", report)
         # One at a time: Dagster's in-process execution captures logs globally and is not safe across threads.
         for request in requests:
             outcome = _execute_import(instance, resources, request)
             report.import_runs += 1
             if not outcome.success:
-                report.failed_runs.append(request.tags.get("nakodo/box", request.run_key or ""))
-            on_step(f"import {request.tags.get('nakodo/area')} {'ok' if outcome.success else 'FAILED'}", report)
+                report.failed_runs.append(request.tags.get(tags.BOX, request.run_key or ""))
+            on_step(f"import {request.tags.get(tags.AREA)} {'ok' if outcome.success else 'FAILED'}", report)
         report.pending = 0
-        for campaign in campaigns:
-            searched = dg.materialize(
-                [campaign_search], partition_key=str(campaign.id), instance=instance, resources=resources
-            )
-            metadata = searched.asset_materializations_for_node("campaign_search")[0].metadata
+        # One batch run for every campaign synced, as the search sensor asks for.
+        searched = search_campaigns_job.execute_in_process(
+            run_config=search_run_config([c.id for c in campaigns]), instance=instance, resources=resources
+        )
+        for materialization in searched.asset_materializations_for_node("search_due_campaigns"):
             report.searches += 1
-            report.businesses_added += metadata["businesses_added"].value
-            report.pending += metadata["pending_areas"].value
+            report.businesses_added += materialization.metadata["businesses_added"].value
+            report.pending += materialization.metadata["pending_areas"].value
         on_step(f"{report.pending} areas pending", report)
         if report.pending == 0 or overture.off_reason or time.monotonic() > deadline:
             return report

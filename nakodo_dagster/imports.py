@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,19 +14,15 @@ from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
 from nakodo_dagster.resources.overture import OvertureResource
 from nakodo_dagster.store import Store
 
-Pair = tuple[str, str]
-
 
 @dataclass(frozen=True)
 class PairReport:
-    """What one (area, category) pair got from an import, and the facts its checks assert."""
+    """What one (area, category) pair got from an import, and the fact its check asserts."""
 
     area: str
     category: str
     rows: int
-    stored_rows: int
     outside_area: int
-    duplicate_ids: int
 
 
 @dataclass(frozen=True)
@@ -41,33 +36,27 @@ class ImportOutcome:
     seconds: float
 
 
-def execute_import(
-    run: ImportRun, store: Store, overture: OvertureResource, release: str, now: datetime
-) -> ImportOutcome:
-    """Read the run's box (no store lock held meanwhile), then write its pairs in one short transaction."""
+def execute_import(run: ImportRun, store: Store, overture: OvertureResource, release: str) -> ImportOutcome:
+    """Read the run's box (no store lock held meanwhile), then write its pairs in one short transaction, dated
+    when it commits."""
     started = time.perf_counter()
     read = overture.read(run, release)
-    store.write_import(run, release, read.table, now)
-    stored = store.count_places(run.pairs)
-    reports = [
-        _pair_report(area, category, _rows_of(read.table, area, category), stored.get((area, category), 0))
-        for area, category in run.pairs
-    ]
-    return ImportOutcome(run, release, reports, read, time.perf_counter() - started)
+    store.write_import(run, release, read.table)
+    return ImportOutcome(run, release, pair_reports(run, read.table), read, time.perf_counter() - started)
+
+
+def pair_reports(run: ImportRun, table: pa.Table) -> list[PairReport]:
+    """Each of the run's pairs as the reader returned it: its rows, and how many of them lie outside its area."""
+    return [_pair_report(area, category, _rows_of(table, area, category)) for area, category in run.pairs]
 
 
 def _rows_of(table: pa.Table, area: str, category: str) -> pa.Table:
     return table.filter(pc.and_(pc.equal(table["area"], area), pc.equal(table["category"], category)))
 
 
-def _pair_report(area: str, category: str, rows: pa.Table, stored_rows: int) -> PairReport:
+def _pair_report(area: str, category: str, rows: pa.Table) -> PairReport:
     return PairReport(
-        area=area,
-        category=category,
-        rows=rows.num_rows,
-        stored_rows=stored_rows,
-        outside_area=rows.num_rows - _inside_count(area, rows),
-        duplicate_ids=rows.num_rows - len(pc.unique(rows["id"])),
+        area=area, category=category, rows=rows.num_rows, outside_area=rows.num_rows - _inside_count(area, rows)
     )
 
 

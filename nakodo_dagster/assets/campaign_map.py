@@ -6,13 +6,7 @@ import base64
 import io
 from collections.abc import Iterable, Mapping
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 from geographiclib.geodesic import Geodesic
-from matplotlib.patches import Patch, Rectangle
 
 from nakodo_dagster.placement import Area, PointLocation, Targeting
 
@@ -44,6 +38,14 @@ def campaign_map_png(
     businesses: Iterable[tuple[float, float]],
 ) -> bytes:
     """A PNG: circles or country boxes, cells coloured by import state, businesses as dots."""
+    # Imported here, not at the top: every run loads the code location, and matplotlib alone costs about half
+    # a second that only a search's map needs.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
     centre = _centre(targeting, areas)
     figure, axes = plt.subplots(figsize=(6, 6), dpi=80)
     for key, area in areas.items():

@@ -1,18 +1,28 @@
-"""A campaign's businesses, nearest first, added from whatever has landed while the rest is fetched."""
+"""A campaign's businesses, nearest first, added from whatever has landed while the rest is fetched.
 
+The search sensor asks for one run of ``search_campaigns_job`` for every campaign due at a tick, so the runs per
+hour do not grow with the campaigns; each campaign still gets a materialisation of its own ``campaign_search``
+partition. An analyst materialises one partition from the UI through the asset itself.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
+from pydantic import Field
 
 from nakodo_dagster.assets.campaign_map import campaign_map_png, markdown_image
 from nakodo_dagster.assets.places import PLACES
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
+from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.placement import REQUESTED, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, Store
+from nakodo_dagster.store.base import SearchProgress
 
 CAMPAIGN_SEARCH = dg.AssetKey("campaign_search")
+# The nearest businesses a map draws: beyond this the dots are a blot, and reading them all back cost seconds.
+MAP_POINTS = 20_000
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,67 @@ def campaign_progress(store: Store, campaign: Campaign, off_reason: str | None, 
     return CampaignProgress(areas, states, needs, len(waiting), len(needs.missing))
 
 
+def _map_key(progress: SearchProgress, total: int) -> str:
+    """What a campaign's map shows, in a few numbers: the same key, the same picture."""
+    return f"{total} businesses; areas {progress.coming} coming, {progress.missing} missing, {progress.failed} failed"
+
+
+def _map(store: Store, campaign_id: int, total: int, now: datetime) -> dg.MetadataValue:
+    campaign = store.campaign(campaign_id)
+    states = campaign_progress(store, campaign, None, now).states
+    points = store.campaign_points(campaign.id, MAP_POINTS)
+    title = campaign.name if total <= MAP_POINTS else f"{campaign.name} (nearest {MAP_POINTS:,} of {total:,})"
+    png = campaign_map_png(title, campaign.targeting, areas_for(campaign.targeting), states, points)
+    return dg.MetadataValue.md(markdown_image(png))
+
+
+def search_campaigns(
+    store: Store,
+    off_reason: str | None,
+    campaign_ids: Sequence[int],
+    log: dg.DagsterLogManager,
+    *,
+    always_map: bool = False,
+) -> Iterator[tuple[int, dict]]:
+    """Search each campaign in turn and give its materialisation metadata.
+
+    Each search is a short transaction of its own, timed from when it began; the progress of all of them is one
+    statement afterwards. A map is drawn only when what it shows changed, or when ``always_map``: a drawing takes
+    a tenth of a second, and a thousand campaigns every two minutes would spend the run drawing the same pictures.
+    """
+    searched = {
+        campaign_id: store.add_campaign_businesses(campaign_id, datetime.now(UTC)) for campaign_id in campaign_ids
+    }
+    now = datetime.now(UTC)
+    progress = store.search_progress(now, list(searched))
+    changed = store.remember_maps({p.campaign_id: _map_key(p, searched[p.campaign_id][1]) for p in progress})
+    for campaign in progress:
+        added, total = searched[campaign.campaign_id]
+        if off_reason and campaign.not_loaded:
+            log.warning(
+                f"{campaign.name}: {campaign.not_loaded} areas of business listings not loaded: {off_reason}; "
+                "searched what is already loaded."
+            )
+        map_shown = always_map or campaign.campaign_id in changed
+        yield (
+            campaign.campaign_id,
+            {
+                "campaign": campaign.name,
+                "businesses_added": added,
+                "businesses_total": total,
+                "pending_areas": campaign.pending(imports_on=off_reason is None),
+                "areas_not_loaded": campaign.not_loaded,
+                "areas": campaign.areas,
+                "arrived_at": dg.MetadataValue.timestamp(campaign.arrived_at)
+                if campaign.arrived_at
+                else "nothing landed yet",
+                "map": _map(store, campaign.campaign_id, total, now)
+                if map_shown
+                else "unchanged: the last materialisation with a map shows it",
+            },
+        )
+
+
 @dg.asset(
     partitions_def=CAMPAIGN_PARTITIONS,
     deps=[dg.AssetDep(PLACES, partition_mapping=dg.AllPartitionMapping())],
@@ -57,34 +128,54 @@ def campaign_search(
     context: dg.AssetExecutionContext, store: StoreResource, overture: OvertureResource
 ) -> dg.MaterializeResult:
     """A campaign's businesses, nearest first, each once, new ones added as their areas land."""
-    now = datetime.now(UTC)
-    campaign = store.store.campaign(int(context.partition_key))
-    added, total = store.store.add_campaign_businesses(campaign.id, now)
-    progress = campaign_progress(store.store, campaign, overture.off_reason, now)
-    if overture.off_reason and progress.not_loaded:
-        context.log.warning(
-            f"{progress.not_loaded} areas of business listings not loaded: {overture.off_reason}; "
-            "searched what is already loaded."
+    [(_, metadata)] = search_campaigns(
+        store.store, overture.off_reason, [int(context.partition_key)], context.log, always_map=True
+    )
+    context.log.info(
+        f"Added {metadata['businesses_added']} businesses ({metadata['businesses_total']} in all); "
+        f"{metadata['pending_areas']} areas still on their way"
+    )
+    return dg.MaterializeResult(metadata=metadata)
+
+
+class SearchBatchConfig(dg.Config):
+    """The campaigns one run searches, and why each was due (as the search sensor saw it)."""
+
+    campaign_ids: list[int]
+    reasons: dict[str, str] = Field(default_factory=dict)
+
+
+def search_run_config(campaign_ids: Sequence[int], reasons: Mapping[int, str] | None = None) -> dict:
+    """The run config of ``search_campaigns_job`` for these campaigns."""
+    config = {"campaign_ids": list(campaign_ids), "reasons": {str(k): v for k, v in (reasons or {}).items()}}
+    return {"ops": {"search_due_campaigns": {"config": config}}}
+
+
+@dg.op
+def search_due_campaigns(
+    context: dg.OpExecutionContext, config: SearchBatchConfig, store: StoreResource, overture: OvertureResource
+) -> None:
+    """Search every campaign of the batch; one ``campaign_search`` materialisation per campaign."""
+    known = {p.campaign_id for p in store.store.search_progress(datetime.now(UTC), config.campaign_ids)}
+    if unknown := sorted(set(config.campaign_ids) - known):
+        raise dg.Failure(f"campaigns {unknown} do not exist; `nakodo campaign list` shows the campaigns")
+    # A batch launched by hand may name campaigns the sensor has not registered yet.
+    for request in new_partitions_request(context.instance, CAMPAIGN_PARTITIONS.name, map(str, config.campaign_ids)):
+        context.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    added = 0
+    for campaign_id, metadata in search_campaigns(store.store, overture.off_reason, config.campaign_ids, context.log):
+        if why := config.reasons.get(str(campaign_id)):
+            metadata["why"] = why
+        added += metadata["businesses_added"]
+        context.log_event(
+            dg.AssetMaterialization(asset_key=CAMPAIGN_SEARCH, partition=str(campaign_id), metadata=metadata)
         )
-    context.log.info(f"Added {added} businesses ({total} in all); {progress.pending} areas still on their way")
-    results = store.store.campaign_results(campaign.id)
-    png = campaign_map_png(
-        campaign.name,
-        campaign.targeting,
-        progress.areas,
-        progress.states,
-        [(r["lat"], r["lng"]) for r in results],
-    )
-    arrived_at = progress.needs.arrived_at
-    return dg.MaterializeResult(
-        metadata={
-            "campaign": campaign.name,
-            "businesses_added": added,
-            "businesses_total": total,
-            "pending_areas": progress.pending,
-            "areas_not_loaded": progress.not_loaded,
-            "areas": len(progress.areas),
-            "arrived_at": dg.MetadataValue.timestamp(arrived_at) if arrived_at else "nothing landed yet",
-            "map": dg.MetadataValue.md(markdown_image(png)),
-        }
-    )
+    context.log.info(f"Searched {len(config.campaign_ids)} campaigns; added {added} businesses")
+
+
+@dg.job(
+    executor_def=dg.in_process_executor,
+    description="Search every campaign that is due, each one materialising its campaign_search partition.",
+)
+def search_campaigns_job() -> None:
+    search_due_campaigns()

@@ -6,21 +6,18 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from nakodo_dagster import tags
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
-from nakodo_dagster.placement import ImportRun, check_categories, import_runs, parse_area_key
+from nakodo_dagster.placement import REQUESTED, ImportRun, check_categories, import_runs, parse_area_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.store import Store
 
 PLACES = dg.AssetKey("places")
 # Every import run, whoever launched it (sensor, UI, CLI), takes a slot of this pool; dagster.yaml sets two.
 IMPORT_POOL = "overture_import"
-IMPORT_KEY_TAG = "nakodo/import_key"
-# dagster.yaml's run queue lets two runs with this tag run at once.
-IMPORT_KIND_TAG = "nakodo/kind"
 
 PLACES_INSIDE_THEIR_AREA = "places_inside_their_area"
-NO_PLACE_TWICE_IN_A_PAIR = "no_place_twice_in_a_pair"
-ROW_COUNT_MATCHES_TABLE = "row_count_matches_table"
 
 # Checks per (area, category) partition are a Dagster preview; they are what makes a failed pair visible.
 with warnings.catch_warnings():
@@ -30,75 +27,99 @@ with warnings.catch_warnings():
             PLACES_INSIDE_THEIR_AREA,
             asset=PLACES,
             partitions_def=PLACES_PARTITIONS,
-            description="Every place of a pair lies in its cell, or in its country's box with that address country.",
-        ),
-        dg.AssetCheckSpec(
-            NO_PLACE_TWICE_IN_A_PAIR,
-            asset=PLACES,
-            partitions_def=PLACES_PARTITIONS,
-            description="The read returned each Overture id at most once for the pair.",
-        ),
-        dg.AssetCheckSpec(
-            ROW_COUNT_MATCHES_TABLE,
-            asset=PLACES,
-            partitions_def=PLACES_PARTITIONS,
-            description="The rows reported in the materialisation are the rows the places table holds for the pair.",
+            description="Every place the reader returned for a pair lies in its cell, or in its country's box with "
+            "that address country: a reader that mislabels places (a schema change, the antimeridian, a cell "
+            "edge) fails it.",
         ),
     ]
 
 
-def _pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict:
+_SIZE_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
+
+
+def _size(count: int) -> str:
+    for scale, unit in _SIZE_UNITS:
+        if count >= scale:
+            return f"{count / scale:,.1f} {unit}"
+    return f"{count:,} bytes"
+
+
+def pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict[str, object]:
+    """What the UI shows for one imported pair: its places (0 is a result, said in words) and what its run read."""
     west, south, east, north = outcome.run.bbox
-    return {
+    stats = outcome.read.stats
+    metadata: dict[str, object] = {
+        "dagster/row_count": pair.rows,
+        "result": f"{pair.rows:,} places"
+        if pair.rows
+        else f"no {pair.category} in {pair.area} in this release: a result, not a gap",
         "release": outcome.release,
-        "rows": pair.rows,
-        "box": f"{west}, {south}, {east}, {north}",
+        "run_box": f"{west}, {south}, {east}, {north}",
         "run_areas": len(outcome.run.areas),
         "run_categories": ", ".join(outcome.run.categories),
-        "rows_read": outcome.read.stats.rows,
-        "bytes_read": outcome.read.stats.bytes_read,
-        "requests": outcome.read.stats.requests,
-        "seconds": round(outcome.seconds, 3),
+        "run_rows_read": stats.rows,
+        "run_seconds": round(outcome.seconds, 3),
     }
+    # Only what the read measured: a local read counts no HTTP requests, and an unindexed one no bytes.
+    if stats.bytes_read is not None:
+        metadata["run_read"] = _size(stats.bytes_read)
+        metadata["run_bytes_read"] = stats.bytes_read
+    if stats.requests is not None:
+        metadata["run_http_requests"] = stats.requests
+    return metadata
 
 
-def _check_facts(pair: PairReport) -> list[tuple[str, bool, dict]]:
-    return [
-        (PLACES_INSIDE_THEIR_AREA, pair.outside_area == 0, {"outside": pair.outside_area}),
-        (NO_PLACE_TWICE_IN_A_PAIR, pair.duplicate_ids == 0, {"duplicate_ids": pair.duplicate_ids}),
-        (
-            ROW_COUNT_MATCHES_TABLE,
-            pair.rows == pair.stored_rows,
-            {"reported": pair.rows, "in_table": pair.stored_rows},
-        ),
-    ]
+def _inside_their_area(pair: PairReport) -> tuple[bool, dict[str, object]]:
+    return pair.outside_area == 0, {"places": pair.rows, "outside_their_area": pair.outside_area}
 
 
 def import_events(outcome: ImportOutcome) -> Iterator[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
-    """A materialisation of every pair the run wrote, each followed by its check evaluations."""
+    """Two events per pair the run wrote, each a write to Dagster's event log: its materialisation, then its
+    check's evaluation."""
     for pair in outcome.pairs:
-        partition = places_partition(pair.area, pair.category)
-        yield dg.AssetMaterialization(asset_key=PLACES, partition=partition, metadata=_pair_metadata(outcome, pair))
-        for name, passed, metadata in _check_facts(pair):
-            yield dg.AssetCheckEvaluation(
-                asset_key=PLACES, check_name=name, passed=passed, metadata=metadata, partition=str(partition)
-            )
+        partition = str(places_partition(pair.area, pair.category))
+        yield dg.AssetMaterialization(asset_key=PLACES, partition=partition, metadata=pair_metadata(outcome, pair))
+        passed, metadata = _inside_their_area(pair)
+        yield dg.AssetCheckEvaluation(
+            asset_key=PLACES,
+            check_name=PLACES_INSIDE_THEIR_AREA,
+            passed=passed,
+            metadata=metadata,
+            partition=partition,
+        )
 
 
-def import_or_mark_failed(
-    run: ImportRun, store: StoreResource, overture: OvertureResource, release: str | None = None
+def import_or_release_marks(
+    run: ImportRun,
+    store: Store,
+    overture: OvertureResource,
+    stamp: datetime | None,
+    release: str | None = None,
 ) -> ImportOutcome:
-    """Import the run; if it fails, its marks read as failed at once so no campaign waits six hours on it.
+    """Import the run. If it fails, its own marks (``stamp``) read as failed at once, so no campaign waits six
+    hours on it; if it is cancelled or interrupted, they are taken back, since it never tried to the end.
 
-    Without ``release``, the release is looked up here, so that a root or release that cannot be read fails
-    the pairs like any other failed read.
+    ``stamp`` is None for a run launched without one (by hand from the launchpad): it holds no marks. Without
+    ``release``, the release is looked up here, so that a root or release that cannot be read fails the pairs
+    like any other failed read.
     """
     try:
         release = release or overture.current_release()
-        return execute_import(run, store.store, overture, release, datetime.now(UTC))
-    except Exception:
-        store.store.mark_failed(run.pairs, datetime.now(UTC))
+        return execute_import(run, store, overture, release)
+    except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
+        if stamp is not None:
+            store.take_back(run.pairs, stamp)
         raise
+    except Exception:
+        if stamp is not None:
+            store.mark_failed(run.pairs, stamp, datetime.now(UTC))
+        raise
+
+
+def run_stamp(run: dg.DagsterRun) -> datetime | None:
+    """The stamp of the marks a run holds (its STAMP tag), or None if it holds none."""
+    value = run.tags.get(tags.STAMP)
+    return tags.stamp_from_tag(value) if value else None
 
 
 class ImportRunConfig(dg.Config):
@@ -118,7 +139,7 @@ def import_block(
     """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
     run = ImportRun.from_payload(config.model_dump())
     context.log.info(f"Reading {len(run.pairs)} pairs in box {run.bbox}")
-    outcome = import_or_mark_failed(run, store, overture)
+    outcome = import_or_release_marks(run, store.store, overture, run_stamp(context.run))
     context.log.info(
         f"Wrote {sum(p.rows for p in outcome.pairs)} places from release {outcome.release} in {outcome.seconds:.1f} s"
     )
@@ -127,12 +148,24 @@ def import_block(
 
 
 @dg.job(
-    tags={IMPORT_KIND_TAG: "import"},
+    tags={tags.KIND: tags.IMPORT_KIND},
     executor_def=dg.in_process_executor,
     description="Import one block of cells or one country into places.",
 )
 def import_places() -> None:
     import_block()
+
+
+def _was(store: Store, area: str, category: str, now: datetime) -> str:
+    """What the pair had before a re-import by hand, in words."""
+    rows = store.import_rows([area], [category])
+    if not rows:
+        return "never imported"
+    (row,) = rows
+    when = f"{row.imported_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if row.release == REQUESTED:
+        return f"an import asked for at {when} ({(now - row.imported_at).total_seconds() / 3600:.1f} h ago), not loaded"
+    return f"release {row.release}, {row.rows:,} places, loaded at {when}"
 
 
 @dg.asset(
@@ -152,11 +185,19 @@ def places(
     if overture.off_reason:
         raise dg.Failure(f"Imports are off: {overture.off_reason}. Set it to a folder or an s3:// prefix of releases.")
     release = overture.current_release()
-    # Re-materialising by hand deliberately overrides the 7-day block on a failed pair.
-    store.store.force_request([(area.key, category)], datetime.now(UTC))
+    now = datetime.now(UTC)
+    was = _was(store.store, area.key, category, now)
+    context.log.info(
+        f"Re-importing {category} in {area.key} from release {release} by hand; the pair had {was}. "
+        "A re-import by hand overrides a mark on its way and a failed import's 7-day block."
+    )
+    stamp = store.store.force_request([(area.key, category)], now)
+    # The stamp on the run is how the sensors find this run's mark: to date it back if the run is killed, to take
+    # it back if it is cancelled, and to see that the mark has a run.
+    context.instance.add_run_tags(context.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
     (run,) = import_runs({area.key: [category]}, {area.key: area})
-    outcome = import_or_mark_failed(run, store, overture, release)
+    outcome = import_or_release_marks(run, store.store, overture, stamp, release)
     (pair,) = outcome.pairs
-    yield dg.MaterializeResult(metadata=_pair_metadata(outcome, pair))
-    for name, passed, metadata in _check_facts(pair):
-        yield dg.AssetCheckResult(check_name=name, passed=passed, metadata=metadata)
+    passed, metadata = _inside_their_area(pair)
+    yield dg.MaterializeResult(metadata={**pair_metadata(outcome, pair), "replaced": was})
+    yield dg.AssetCheckResult(check_name=PLACES_INSIDE_THEIR_AREA, passed=passed, metadata=metadata)

@@ -166,6 +166,9 @@ def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
         run_key=f"{run.key}@{stamp.isoformat()}",
         run_config={"ops": {"import_block": {"config": run.payload()}}},
         tags={
+            # The job carries this tag too; repeated here so that a run created from the request alone (a
+            # reconciliation, a test) still counts towards the queue's two slots and the admission cap.
+            tags.KIND: tags.IMPORT_KIND,
             tags.IMPORT_KEY: run.key,
             tags.STAMP: tags.stamp_tag(stamp),
             tags.BOX: f"{west},{south},{east},{north}",
@@ -232,9 +235,6 @@ def request_import_runs(
         )
     if unchanged():
         return skip("Nothing missing: nothing changed since the last look.")
-    # A release that cannot be found fails the tick before anything is reserved, not every run for 7 days.
-    release = overture.current_release()
-    clock.lap("release")
     reservation = store.reserve_missing(now, admitted, campaign_ids)
     runs, stamp = reservation.runs, reservation.stamp
     waiting = reservation.missing_runs - len(runs)
@@ -243,6 +243,9 @@ def request_import_runs(
     if not reservation.missing_runs:
         return skip(f"Nothing missing; {reservation.coming_pairs:,} pairs have an import on its way.")
     try:
+        # A release that cannot be found fails the tick and takes its marks back, not every run for 7 days.
+        release = overture.current_release()
+        clock.lap("release")
         blocking = _blocking_runs(instance, runs, now)
         launch = [run for run in runs if run.key not in blocking]
         # The same work is queued, running or just succeeded: its marks are not ours to keep.

@@ -1,62 +1,80 @@
-"""Brings each campaign's search back while its imports land, without holding a run slot in between."""
+"""Brings each campaign's search back while its imports land: one batch run per tick for every campaign due."""
 
-import json
-from datetime import UTC, datetime
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, campaign_progress
+from nakodo_dagster import tags
+from nakodo_dagster.assets.campaign_search import search_campaigns_job, search_run_config
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.store.base import COMMIT_OVERLAP, SearchProgress
 
-campaign_search_job = dg.define_asset_job(
-    "campaign_search_job",
-    selection=[CAMPAIGN_SEARCH],
-    description="Add one campaign's newly loaded businesses.",
-)
+FIRST_OF_THE_DAY = "first search of the day"
+# A search asked for and not yet begun is left alone this long before it is asked for again: longer than a batch
+# of ten thousand campaigns takes to reach its last one, short enough that a lost run costs one wait, not a day.
+SEARCH_IN_FLIGHT = timedelta(minutes=30)
 
 
-def _parse(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+def in_flight(progress: SearchProgress, now: datetime) -> bool:
+    """Whether the campaign's last requested search has not begun yet and may still be on its way."""
+    requested = progress.requested_at
+    if requested is None or (progress.searched_at is not None and progress.searched_at >= requested):
+        return False
+    return now - requested < SEARCH_IN_FLIGHT
+
+
+def due_reason(progress: SearchProgress, imports_on: bool, now: datetime) -> str | None:
+    """Why the campaign's search should run now (``placement.search_due``), or None."""
+    if in_flight(progress, now):
+        return None
+    # A pair stamped shortly before the last search began may have committed after it looked: until it is
+    # COMMIT_OVERLAP older than that search, it counts as landed since.
+    visible_by = progress.arrived_at + COMMIT_OVERLAP if progress.arrived_at else None
+    return search_due(progress.window_start, progress.searched_at, progress.pending(imports_on), visible_by, now)
+
+
+def _summary(reasons: dict[int, str]) -> str:
+    kinds = Counter("imports on their way" if "on their way" in why else why for why in reasons.values())
+    return f"{len(reasons)} campaigns: " + ", ".join(f"{kind} ({count})" for kind, count in sorted(kinds.items()))
 
 
 @dg.sensor(
-    job=campaign_search_job,
+    job=search_campaigns_job,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Runs each active campaign's search daily, every 2 minutes while its imports are pending "
-    "(for up to 6 hours), and whenever new places have landed.",
+    description="Searches every active campaign daily, every 2 minutes while its imports are pending (for up to "
+    "6 hours), and whenever new places have landed: one run per tick for all the campaigns due.",
 )
 def search_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
-) -> dg.SensorResult | dg.SkipReason:
+) -> dg.SensorResult:
     now = datetime.now(UTC)
-    # The cursor remembers, per campaign, when today's search began and when it last ran.
-    searches: dict[str, dict[str, str]] = json.loads(context.cursor) if context.cursor else {}
-    campaigns = store.store.campaigns(active_only=True)
+    # The cursor is when the campaigns' progress was last counted: only those whose pairs changed since are
+    # counted again.
+    counted_at = datetime.fromisoformat(context.cursor) if context.cursor else None
+    campaigns, recounted = store.store.count_progress(now, counted_at)
+    cursor = (now - COMMIT_OVERLAP).isoformat()
     if not campaigns:
-        return dg.SkipReason("No active campaign.")
-    requests = []
-    for campaign in campaigns:
-        key = str(campaign.id)
-        state = searches.get(key, {})
-        progress = campaign_progress(store.store, campaign, overture.off_reason, now)
-        window_start = _parse(state.get("window_start"))
-        reason = search_due(window_start, _parse(state.get("last")), progress.pending, progress.needs.arrived_at, now)
-        if reason is None:
-            continue
-        if reason == "first search of the day":
-            window_start = now
-        searches[key] = {"window_start": window_start.isoformat(), "last": now.isoformat()}
-        requests.append(
-            dg.RunRequest(partition_key=key, tags={"nakodo/campaign": campaign.name[:200], "nakodo/why": reason})
+        return dg.SensorResult(skip_reason="No active campaign.", cursor=cursor)
+    imports_on = overture.off_reason is None
+    reasons = {c.campaign_id: why for c in campaigns if (why := due_reason(c, imports_on, now))}
+    partitions = new_partitions_request(
+        context.instance, CAMPAIGN_PARTITIONS.name, (str(c.campaign_id) for c in campaigns)
+    )
+    if not reasons:
+        return dg.SensorResult(
+            dynamic_partitions_requests=partitions,
+            skip_reason=f"None of {len(campaigns):,} campaigns is due ({recounted:,} recounted).",
+            cursor=cursor,
         )
+    store.store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)
+    summary = _summary(reasons)
+    context.log.info(f"Searching {summary}; {recounted:,} of {len(campaigns):,} campaigns' progress recounted.")
     return dg.SensorResult(
-        run_requests=requests,
-        cursor=json.dumps(searches, sort_keys=True),
-        dynamic_partitions_requests=new_partitions_request(
-            context.instance, CAMPAIGN_PARTITIONS.name, (str(c.id) for c in sorted(campaigns, key=lambda c: c.id))
-        ),
-        skip_reason=None if requests else "No campaign's search is due.",
+        run_requests=[dg.RunRequest(run_config=search_run_config(sorted(reasons), reasons), tags={tags.WHY: summary})],
+        dynamic_partitions_requests=partitions,
+        cursor=cursor,
     )

@@ -12,6 +12,7 @@ import dagster as dg
 from overture_helpers import CURRENT as RELEASE
 from overture_helpers import expected_rows
 
+from nakodo_dagster import tags
 from nakodo_dagster.placement import import_runs, parse_area_key
 from nakodo_dagster.store import open_store
 
@@ -66,3 +67,13 @@ def test_materialising_a_failed_pair_by_hand_overrides_its_block(tmp_path, duckd
     assert store.count_places([(AREA, CATEGORY)]) == {(AREA, CATEGORY): len(expected)}
     with dg.DagsterInstance.get() as instance:
         assert instance.get_materialized_partitions(dg.AssetKey("places")) == {f"{AREA}|{CATEGORY}"}
+        (run,) = instance.get_runs()
+        materialisation = instance.get_latest_materialization_event(dg.AssetKey("places")).asset_materialization
+    # The run says what it re-imported and over what, in its log and on the partition.
+    assert f"Re-importing {CATEGORY} in {AREA} from release {RELEASE} by hand; the pair had an import asked for" in (
+        done.stderr
+    )
+    assert materialisation.metadata["replaced"].value.startswith("an import asked for at ")
+    assert "not loaded" in materialisation.metadata["replaced"].value
+    # Its stamp is on the run: the sensors find its mark by it if it is killed or cancelled.
+    assert tags.STAMP in run.tags

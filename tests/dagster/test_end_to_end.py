@@ -11,7 +11,7 @@ from geographiclib.geodesic import Geodesic
 from overture_helpers import CURRENT as RELEASE
 from overture_helpers import expected_rows
 
-from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search
+from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search, search_campaigns_job
 from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS, import_places
 from nakodo_dagster.headless import sync
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
@@ -80,8 +80,14 @@ def test_ticks_runs_and_searches_give_each_campaign_its_businesses(instance, res
     searched = search_sensor(dg.build_sensor_context(instance=instance, resources=resources))
     for request in searched.dynamic_partitions_requests:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    for request in searched.run_requests:
-        dg.materialize([campaign_search], partition_key=request.partition_key, instance=instance, resources=resources)
+    [request] = searched.run_requests
+    batch = search_campaigns_job.execute_in_process(
+        run_config=request.run_config, instance=instance, resources=resources
+    )
+    assert {m.partition for m in batch.asset_materializations_for_node("search_due_campaigns")} == {
+        str(leeds),
+        str(swiss),
+    }
 
     assert_campaign_matches(store, leeds, release_root, LEEDS)
     swiss_results = assert_campaign_matches(store, swiss, release_root, SWISS)
@@ -149,4 +155,4 @@ def test_a_failed_import_shows_failed_stops_the_wait_and_is_not_retried(instance
     assert progress.pending == 0, "nobody waits six hours on an import that already failed"
     assert set(progress.states.values()) == {"failed"}
     again = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    assert isinstance(again, dg.SkipReason), "a failed pair sits out its 7 days"
+    assert not again.run_requests, "a failed pair sits out its 7 days"

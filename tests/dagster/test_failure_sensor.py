@@ -1,45 +1,288 @@
-"""A run killed before it could say so: the failure sensor makes its marks read as failed."""
+"""An import that fails, is killed or is cancelled frees its own pairs at once, and only its own: the failure
+sensor dates a killed run's marks back, the cancel sensor and the run itself take a cancelled run's back."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import dagster as dg
+import pytest
+from dagster._core.test_utils import in_process_test_workspace
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.campaign_search import campaign_progress
+from nakodo_dagster import tags
 from nakodo_dagster.assets.places import import_places
-from nakodo_dagster.placement import PointLocation, Targeting
-from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
+from nakodo_dagster.overture.index import index_path
+from nakodo_dagster.partitions import AREA, CATEGORY
+from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
+from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.store import Store
+from nakodo_dagster.store.duckdb_store import _thread_lock
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe",))
+Pair = tuple[str, str]
 
 
-def test_a_killed_import_run_stops_the_wait(instance, resources):
-    store = resources["store"].store
-    campaign = store.campaign(store.add_campaign("Leeds", LEEDS))
+def _states(store: Store, pairs: Iterable[Pair]) -> dict[Pair, str]:
+    """Each pair as every policy reads it: fresh, coming, failed or missing (no row)."""
+    pairs = sorted(set(pairs))
+    cutoffs = Cutoffs.at(datetime.now(UTC))
+    rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    return {p: cutoffs.state(rows[p].release, rows[p].imported_at) if p in rows else "missing" for p in pairs}
+
+
+def _request(instance: dg.DagsterInstance, resources: dict) -> dg.RunRequest:
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    request = ticked.run_requests[0]
-    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
-    # What run monitoring records when a run worker was killed with SIGKILL.
-    instance.report_run_failed(run)
-    failure = next(
-        record.event_log_entry.dagster_event
-        for record in instance.get_records_for_run(run.run_id).records
-        if record.event_log_entry.dagster_event
-        and record.event_log_entry.dagster_event.event_type_value == "PIPELINE_FAILURE"
-    )
-    assert campaign_progress(store, campaign, None, datetime.now(UTC)).pending > 0
+    for request in ticked.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return ticked.run_requests[0]
 
+
+def _pairs(request: dg.RunRequest) -> list[Pair]:
+    return [tuple(pair) for pair in request.run_config["ops"]["import_block"]["config"]["pairs"]]
+
+
+def _status_event(instance: dg.DagsterInstance, run_id: str, event_type: dg.DagsterEventType) -> dg.DagsterEvent:
+    (record,) = instance.get_records_for_run(run_id, of_type=event_type).records
+    return record.event_log_entry.dagster_event
+
+
+def _fail_as_run_monitoring_does(instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun) -> None:
+    """What run monitoring records when a run's worker was killed, then one evaluation of the failure sensor."""
+    instance.report_run_failed(run)
     context = dg.build_run_status_sensor_context(
-        sensor_name="import_failure_sensor",
-        dagster_event=failure,
+        sensor_name=import_failure_sensor.name,
+        dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_FAILURE),
         dagster_instance=instance,
         dagster_run=instance.get_run_by_id(run.run_id),
         resources=resources,
     ).for_run_failure()
     import_failure_sensor(context)
 
-    progress = campaign_progress(store, campaign, None, datetime.now(UTC))
-    assert progress.pending == 0
-    assert set(progress.states.values()) == {"failed"}
+
+def test_a_killed_import_run_stops_the_wait(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    assert set(_states(store, _pairs(request)).values()) == {"coming"}
+
+    _fail_as_run_monitoring_does(instance, resources, run)
+
+    assert set(_states(store, _pairs(request)).values()) == {"failed"}
+
+
+def test_an_older_run_failing_leaves_a_newer_mark_on_its_pair_alone(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    mine = _pairs(request)[0]
+    # An analyst re-imports one of the run's pairs by hand while the run is still going: a newer mark.
+    analyst = store.force_request([mine], datetime.now(UTC) + timedelta(seconds=1))
+
+    _fail_as_run_monitoring_does(instance, resources, run)
+
+    states = _states(store, _pairs(request))
+    assert states.pop(mine) == "coming", "the analyst's import is on its way; campaigns keep waiting for it"
+    assert set(states.values()) == {"failed"}
+    assert [r.imported_at for r in store.import_rows([mine[0]], [mine[1]])] == [analyst]
+
+
+def test_a_run_cancelled_while_queued_frees_its_pairs(resources):
+    # The project's queue: a run waits there until the daemon starts it, and the UI cancels it from there.
+    with dg.instance_for_test(
+        overrides={"run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"}}
+    ) as instance:
+        store = resources["store"].store
+        store.add_campaign("Leeds", LEEDS)
+        request = _request(instance, resources)
+        run = _queue(instance, request)
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.QUEUED
+
+        assert instance.run_coordinator.cancel_run(run.run_id)
+        import_cancel_sensor(
+            dg.build_run_status_sensor_context(
+                sensor_name=import_cancel_sensor.name,
+                dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_CANCELED),
+                dagster_instance=instance,
+                dagster_run=instance.get_run_by_id(run.run_id),
+                resources=resources,
+            )
+        )
+
+        assert set(_states(store, _pairs(request)).values()) == {"missing"}
+        again = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert sorted(p for r in again.run_requests for p in _pairs(r)) == sorted(_pairs(request))
+
+
+def _queue(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.DagsterRun:
+    """Submit the run a request asks for as the daemon does: to the run queue, from the code location."""
+    origin = LoadableTargetOrigin(executable_path=sys.executable, module_name="nakodo_dagster.definitions")
+    # Dagster warns about its own beta `owners` parameter whenever it binds resources to a sensor on load.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        with in_process_test_workspace(instance, origin) as workspace:
+            (location,) = workspace.code_locations
+            remote_job = location.get_repository("__repository__").get_full_job(import_places.name)
+            run = instance.create_run_for_job(
+                import_places,
+                run_config=request.run_config,
+                tags=request.tags,
+                remote_job_origin=remote_job.get_remote_origin(),
+                job_code_origin=remote_job.get_python_origin(),
+            )
+            return instance.submit_run(run.run_id, workspace)
+
+
+def _frames_of(thread: threading.Thread) -> list[str]:
+    frame, names = sys._current_frames().get(thread.ident), []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
+
+
+def _wait_for(predicate, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_an_interrupted_import_takes_its_marks_back_before_it_stops(instance, duckdb_url, release_root):
+    # The interruption Dagster raises in the op when a run is cancelled (SIGINT, or SIGTERM from the launcher),
+    # delivered while the op waits for the store to write its pairs. DuckDB: the wait is this process's lock.
+    resources = {"store": StoreResource(database=duckdb_url), "overture": OvertureResource(root=release_root)}
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    main = threading.current_thread()
+    store_lock = _thread_lock(Path(duckdb_url).resolve())
+
+    def cancel_while_writing() -> None:
+        _wait_for(lambda: "execute_import" in _frames_of(main), "the import to start")
+        with store_lock:
+            _wait_for(lambda: "write_import" in _frames_of(main), "the import to wait for the store")
+            os.kill(os.getpid(), signal.SIGINT)
+            _wait_for(lambda: "write_import" not in _frames_of(main), "the interruption")
+
+    canceller = threading.Thread(target=cancel_while_writing, daemon=True)
+    canceller.start()
+    result = import_places.execute_in_process(
+        run_config=request.run_config, tags=request.tags, instance=instance, resources=resources, raise_on_error=False
+    )
+    canceller.join(timeout=60)
+
+    assert not result.success
+    assert set(_states(store, _pairs(request)).values()) == {"missing"}, "never imported, free to ask for again"
+    assert store.count_places(_pairs(request)) == {}
+
+
+def _analyst_run(home: Path, database_url: str, root: Path, pair: Pair, cwd: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "NAKODO_DATABASE": database_url,
+        "NAKODO_OVERTURE_ROOT": str(root),
+        "NAKODO_OVERTURE_RELEASE": "",
+    }
+    dagster = Path(sys.executable).with_name("dagster")
+    command = [str(dagster), "asset", "materialize", "--select", "places", "--partition", "|".join(pair)]
+    return subprocess.Popen(
+        [*command, "-m", "nakodo_dagster.definitions"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def test_a_killed_analyst_run_reads_as_failed_like_a_killed_sensor_run(
+    tmp_path, database_url, release_root, monkeypatch
+):
+    # The release's index is a pipe nobody writes: the analyst's run blocks reading it until it is killed.
+    index = tmp_path / index_path(release_root, RELEASE)
+    index.parent.mkdir(parents=True)
+    os.mkfifo(index)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    resources = {"store": StoreResource(database=database_url), "overture": OvertureResource(root="")}
+    store = resources["store"].store
+    pair = ("cell:53.5,-2", "cafe")
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions(AREA, [pair[0]])
+        instance.add_dynamic_partitions(CATEGORY, [pair[1]])
+        worker = _analyst_run(home, database_url, Path(release_root), pair, tmp_path)
+        try:
+
+            def stamped() -> list[dg.DagsterRun]:
+                return [r for r in instance.get_runs() if tags.STAMP in r.tags]
+
+            _wait_for(lambda: stamped() or worker.poll() is not None, "the analyst's run to mark its pair", 120)
+            assert worker.poll() is None, "the run blocks reading the release until it is killed"
+        finally:
+            worker.kill()
+            worker.wait()
+        (run,) = stamped()
+        assert run.tags[f"{tags.PARTITION}/{AREA}"] == pair[0]
+        assert _states(store, [pair]) == {pair: "coming"}
+
+        _fail_as_run_monitoring_does(instance, resources, run)
+
+    assert _states(store, [pair]) == {pair: "failed"}, "blocked for a week, as a killed sensor run's pair is"
+    [row] = store.import_rows([pair[0]], [pair[1]])
+    assert row.imported_at < tags.stamp_from_tag(run.tags[tags.STAMP]) - timedelta(hours=5)
+
+
+@pytest.mark.parametrize("status", [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])
+def test_runs_that_are_not_imports_are_left_alone(instance, resources, status):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+
+    @dg.op
+    def nothing() -> None:
+        """Does nothing."""
+
+    @dg.job(tags={tags.STAMP: request.tags[tags.STAMP]})
+    def not_an_import() -> None:
+        nothing()
+
+    run = instance.create_run_for_job(not_an_import)
+    if status == dg.DagsterRunStatus.FAILURE:
+        instance.report_run_failed(run)
+        context = dg.build_run_status_sensor_context(
+            sensor_name=import_failure_sensor.name,
+            dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_FAILURE),
+            dagster_instance=instance,
+            dagster_run=instance.get_run_by_id(run.run_id),
+            resources=resources,
+        ).for_run_failure()
+        skipped = import_failure_sensor(context)
+    else:
+        instance.report_run_canceled(run)
+        skipped = import_cancel_sensor(
+            dg.build_run_status_sensor_context(
+                sensor_name=import_cancel_sensor.name,
+                dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_CANCELED),
+                dagster_instance=instance,
+                dagster_run=instance.get_run_by_id(run.run_id),
+                resources=resources,
+            )
+        )
+
+    assert isinstance(skipped, dg.SkipReason)
+    assert set(_states(store, _pairs(request)).values()) == {"coming"}

@@ -134,7 +134,7 @@ def test_only_new_partitions_are_registered(instance, resources):
     } == {"bakery"}
 
 
-def test_a_root_without_releases_fails_the_tick_before_reserving(instance, database_url, tmp_path):
+def test_a_root_without_releases_fails_the_tick_and_keeps_no_mark(instance, database_url, tmp_path):
     from nakodo_dagster.errors import InvalidInput
     from nakodo_dagster.resources import OvertureResource, StoreResource
 

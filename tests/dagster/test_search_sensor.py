@@ -1,40 +1,66 @@
-"""The search sensor's rhythm on a real Dagster instance and a real store (both backends)."""
+"""The search sensor's rhythm and its batch runs, on a real Dagster instance and a real store (both backends)."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+import pyarrow as pa
 
-from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting
+from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns_job
+from nakodo_dagster.overture.reader import PLACES_SCHEMA
+from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
-from nakodo_dagster.sensors.search_sensor import search_sensor
+from nakodo_dagster.sensors.search_sensor import SEARCH_IN_FLIGHT, search_sensor
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe",))
 SWISS = Targeting((CountryLocation("CH"),), ("cafe",))
+RELEASE = "2026-11-18.0"
 
 
-def search_tick(instance, resources, cursor: dict | None = None):
-    context = dg.build_sensor_context(
-        instance=instance, resources=resources, cursor=json.dumps(cursor) if cursor is not None else None
-    )
-    return search_sensor(context)
+def search_tick(instance, resources) -> dg.SensorResult | dg.SkipReason:
+    return search_sensor(dg.build_sensor_context(instance=instance, resources=resources))
 
 
-def test_first_tick_searches_every_active_campaign_and_registers_it(instance, resources):
+def batched(result) -> list[int]:
+    """The campaigns the tick's one run searches."""
+    [request] = result.run_requests
+    return request.run_config["ops"]["search_due_campaigns"]["config"]["campaign_ids"]
+
+
+def searched(store, campaign_id: int, *, window_started: datetime, last: datetime) -> None:
+    """The campaign's state as the sensor and a search would leave it: a window begun, a search at ``last``."""
+    store.request_searches([campaign_id], [campaign_id], window_started)
+    store.add_campaign_businesses(campaign_id, last)
+
+
+def test_one_run_searches_every_due_campaign_and_registers_them(instance, resources):
     store = resources["store"].store
-    leeds = store.add_campaign("Leeds", LEEDS)
+    campaigns = [store.add_campaign(f"Leeds {i}", LEEDS) for i in range(25)]
     swiss = store.add_campaign("Swiss", SWISS)
     paused = store.add_campaign("Paused", LEEDS)
     store.set_campaign_status(paused, "paused")
 
     result = search_tick(instance, resources)
 
-    assert sorted(r.partition_key for r in result.run_requests) == sorted([str(leeds), str(swiss)])
+    assert len(result.run_requests) == 1, "one run however many campaigns are due"
+    assert batched(result) == [*campaigns, swiss]
+    assert result.run_requests[0].tags["nakodo/why"] == "26 campaigns: first search of the day (26)"
     [added] = result.dynamic_partitions_requests
-    assert sorted(added.partition_keys) == sorted([str(leeds), str(swiss)])
-    assert set(json.loads(result.cursor)) == {str(leeds), str(swiss)}
+    assert list(added.partition_keys) == [str(c) for c in [*campaigns, swiss]]
+
+
+def test_a_requested_search_is_not_asked_for_again_until_it_ran_or_was_lost(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    first = search_tick(instance, resources)
+    assert batched(first) == [leeds]
+
+    assert search_tick(instance, resources).run_requests == [], "its run has not begun yet"
+
+    lost = datetime.now(UTC) - SEARCH_IN_FLIGHT - timedelta(seconds=1)
+    store.request_searches([leeds], [leeds], lost)
+    assert batched(search_tick(instance, resources)) == [leeds], "a run that never came is asked for again"
 
 
 def test_search_comes_back_every_two_minutes_while_imports_are_on_their_way(instance, resources):
@@ -42,16 +68,15 @@ def test_search_comes_back_every_two_minutes_while_imports_are_on_their_way(inst
     leeds = store.add_campaign("Leeds", LEEDS)
     import_sensor(dg.build_sensor_context(instance=instance, resources=resources))  # marks: imports on their way
     now = datetime.now(UTC)
-    started = (now - timedelta(hours=1)).isoformat()
 
-    soon = search_tick(instance, resources, {str(leeds): {"window_start": started, "last": now.isoformat()}})
-    later = search_tick(
-        instance, resources, {str(leeds): {"window_start": started, "last": (now - timedelta(minutes=3)).isoformat()}}
-    )
+    searched(store, leeds, window_started=now - timedelta(hours=1), last=now - timedelta(minutes=1))
+    soon = search_tick(instance, resources)
+    searched(store, leeds, window_started=now - timedelta(hours=1), last=now - timedelta(minutes=3))
+    later = search_tick(instance, resources)
 
     assert soon.run_requests == []
-    assert [r.partition_key for r in later.run_requests] == [str(leeds)]
-    assert "still on their way" in later.run_requests[0].tags["nakodo/why"]
+    assert batched(later) == [leeds]
+    assert later.run_requests[0].tags["nakodo/why"] == "1 campaigns: imports on their way (1)"
 
 
 def test_search_stops_waiting_after_six_hours(instance, resources):
@@ -59,19 +84,60 @@ def test_search_stops_waiting_after_six_hours(instance, resources):
     leeds = store.add_campaign("Leeds", LEEDS)
     import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
     now = datetime.now(UTC)
-    state = {"window_start": (now - timedelta(hours=7)).isoformat(), "last": (now - timedelta(minutes=5)).isoformat()}
+    searched(store, leeds, window_started=now - timedelta(hours=7), last=now - timedelta(minutes=5))
 
-    result = search_tick(instance, resources, {str(leeds): state})
+    assert search_tick(instance, resources).run_requests == []
 
-    assert result.run_requests == []
+
+def test_places_landing_after_a_search_bring_it_back(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    now = datetime.now(UTC)
+    areas = areas_for(LEEDS)
+    [run] = import_runs({area: ["cafe"] for area in areas}, areas)
+    no_places = pa.Table.from_pylist([], schema=PLACES_SCHEMA)
+    store.write_import(run, RELEASE, no_places, now - timedelta(hours=1))
+    searched(store, leeds, window_started=now - timedelta(hours=1), last=now - timedelta(minutes=10))
+    assert search_tick(instance, resources).run_requests == [], "nothing pending, nothing new"
+
+    # Stamped a little before the last search began, committed after it looked: that search may have missed it.
+    store.add_campaign_businesses(leeds, now)
+    store.write_import(run, RELEASE, no_places, now - timedelta(seconds=20))
+
+    result = search_tick(instance, resources)
+    assert batched(result) == [leeds]
+    assert result.run_requests[0].tags["nakodo/why"] == "1 campaigns: new places landed since the last search (1)"
 
 
 def test_with_imports_off_nothing_is_pending(instance, resources_off):
     store = resources_off["store"].store
     leeds = store.add_campaign("Leeds", LEEDS)
     now = datetime.now(UTC)
-    state = {"window_start": (now - timedelta(hours=1)).isoformat(), "last": (now - timedelta(minutes=5)).isoformat()}
+    searched(store, leeds, window_started=now - timedelta(hours=1), last=now - timedelta(minutes=5))
 
-    result = search_tick(instance, resources_off, {str(leeds): state})
+    assert search_tick(instance, resources_off).run_requests == [], "nothing will ever come: no coming back"
 
-    assert result.run_requests == [], "nothing will ever come, so the search does not keep coming back"
+
+def test_the_batch_run_materialises_each_campaign_partition(instance, resources):
+    store = resources["store"].store
+    leeds, swiss = store.add_campaign("Leeds", LEEDS), store.add_campaign("Swiss", SWISS)
+    tick = search_tick(instance, resources)
+    instance.add_dynamic_partitions("campaign", list(tick.dynamic_partitions_requests[0].partition_keys))
+    [request] = tick.run_requests
+
+    run = search_campaigns_job.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
+    again = search_campaigns_job.execute_in_process(
+        run_config=request.run_config, instance=instance, resources=resources
+    )
+
+    first = {m.partition: m.metadata for m in run.asset_materializations_for_node("search_due_campaigns")}
+    assert set(first) == {str(leeds), str(swiss)}
+    assert {m.asset_key for m in run.asset_materializations_for_node("search_due_campaigns")} == {CAMPAIGN_SEARCH}
+    assert first[str(leeds)]["campaign"].value == "Leeds"
+    assert first[str(leeds)]["why"].value == "first search of the day"
+    assert first[str(leeds)]["pending_areas"].value == len(areas_for(LEEDS)), "nothing imported yet"
+    assert first[str(leeds)]["map"].value.startswith("![campaign map](data:image/png;base64,")
+    second = {m.partition: m.metadata for m in again.asset_materializations_for_node("search_due_campaigns")}
+    assert second[str(leeds)]["map"].value.startswith("unchanged"), "the same picture is not drawn twice"
+    assert instance.get_materialized_partitions(CAMPAIGN_SEARCH) == {str(leeds), str(swiss)}
+    assert search_tick(instance, resources).run_requests == [], "searched, and nothing new since"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import struct
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from fault_proxy import Rule
 from overture_helpers import CURRENT as RELEASE
 from overture_helpers import expected_rows
 
+from nakodo_dagster import tags
 from nakodo_dagster.overture import duck
 from nakodo_dagster.placement import ImportRun, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -116,8 +116,8 @@ def test_a_failed_reimport_keeps_the_places_and_blocks_for_a_week(
     pairs = request_pairs(request)
     before = stored_places(store, pairs)
     assert any(before.values())
-    # The analyst's re-import of a loaded pair: the same run again.
-    store.force_request(pairs, datetime.now(UTC))
+    # The same run asked for again (its pairs re-marked with its own stamp), as a month later.
+    store.force_request(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]))
     inject, message = FAULTS[fault]
     inject(remote_release, monkeypatch)
 

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 from geographiclib.geodesic import Geodesic
-from store_helpers import NOW, RELEASE, places_table
+from store_helpers import NOW, RELEASE, places_table, query
 
+from nakodo_dagster.assets.campaign_search import campaign_progress
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, cell_containing, import_runs
+from nakodo_dagster.placement import (
+    FRESH_DAYS,
+    IMPORT_HOURS,
+    REQUESTED,
+    RETRY_DAYS,
+    CountryLocation,
+    PointLocation,
+    Targeting,
+    areas_for,
+    cell_containing,
+    import_runs,
+)
 from nakodo_dagster.store import targeting_from_json, targeting_to_json
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10), PointLocation(53.70, -1.40, 5)), ("cafe", "bakery"))
@@ -165,3 +178,126 @@ def test_a_country_matches_its_own_places_and_points_give_distances(store):
     assert results[0]["distance_km"] == pytest.approx(0.1, abs=0.05)
     assert results[1]["distance_km"] is None
     assert results[0]["websites"] == [] and results[0]["country"] == "LU"
+
+
+def _land(store, targeting: Targeting, rows: list[dict], category: str, now) -> None:
+    """One category's pairs over the campaign's areas land at ``now`` (the other rows are not theirs)."""
+    areas = areas_for(targeting)
+    for run in import_runs({area: [category] for area in areas}, areas):
+        store.write_import(run, RELEASE, places_table(rows), now)
+
+
+def _snapshot(store, campaign_id: int) -> dict[str, tuple]:
+    return {r["id"]: (r["category"], round(r["distance_km"], 9)) for r in store.campaign_results(campaign_id)}
+
+
+def test_searches_as_places_land_give_what_one_search_at_the_end_gives(store):
+    rng = random.Random(11)
+    rows = _random_places(rng, 1200, "p")
+    step = store.add_campaign("Searched as places land", LEEDS)
+    assert store.add_campaign_businesses(step, NOW) == (0, 0)
+
+    _land(store, LEEDS, rows, "cafe", NOW + timedelta(minutes=5))
+    cafes, total = store.add_campaign_businesses(step, NOW + timedelta(minutes=10))
+    _land(store, LEEDS, rows, "pub", NOW + timedelta(minutes=15))
+    _land(store, LEEDS, rows, "bakery", NOW + timedelta(minutes=20))
+    bakeries, total = store.add_campaign_businesses(step, NOW + timedelta(minutes=30))
+    once = store.add_campaign_businesses(step, NOW + timedelta(minutes=40))
+    end = store.add_campaign("Searched once at the end", LEEDS)
+    store.add_campaign_businesses(end, NOW + timedelta(minutes=40))
+
+    assert cafes > 0 and bakeries > 0 and once == (0, total) and total == cafes + bakeries
+    assert _snapshot(store, step) == _snapshot(store, end)
+    expected, unclear = _expected(rows, LEEDS)
+    assert set(_snapshot(store, step)) - unclear == set(expected) - unclear
+
+
+def test_a_place_of_two_categories_is_added_once_under_the_first_to_land(store):
+    place = {"id": "both", "area": cell_containing(53.8, -1.55).key, "lat": 53.8, "lng": -1.55}
+    rows = [{**place, "category": "bakery"}, {**place, "category": "cafe"}]
+    campaign = store.add_campaign("Leeds", LEEDS)
+    _land(store, LEEDS, rows, "bakery", NOW)
+    assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=5)) == (1, 1)
+    _land(store, LEEDS, rows, "cafe", NOW + timedelta(minutes=10))
+    assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=15)) == (0, 1)
+    assert [(r["id"], r["category"]) for r in store.campaign_results(campaign)] == [("both", "bakery")]
+
+
+def test_an_import_committing_while_a_search_runs_is_found_by_the_next(store):
+    campaign = store.add_campaign("Leeds", LEEDS)
+    store.add_campaign_businesses(campaign, NOW)
+    # Stamped 30 s before that search began but committed after it looked: it saw nothing of it.
+    late = [{"id": "late", "area": cell_containing(53.8, -1.55).key, "category": "cafe", "lat": 53.8, "lng": -1.55}]
+    _land(store, LEEDS, late, "cafe", NOW - timedelta(seconds=30))
+
+    assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=2)) == (1, 1)
+
+
+def test_a_new_location_searches_what_was_loaded_before_again(store):
+    leeds = Targeting((PointLocation(53.80, -1.55, 2),), ("cafe",))
+    near = {"id": "centre", "lat": 53.80, "lng": -1.55}
+    # Same cell, outside the first circle, inside the one added later.
+    later = {"id": "headingley", "lat": 53.82, "lng": -1.60}
+    rows = [{**r, "area": cell_containing(r["lat"], r["lng"]).key, "category": "cafe"} for r in (near, later)]
+    _land(store, leeds, rows, "cafe", NOW)
+    campaign = store.add_campaign("Leeds", leeds)
+    assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=5)) == (1, 1)
+
+    store.add_campaign_location(campaign, PointLocation(53.82, -1.60, 2))
+
+    assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=10)) == (1, 2)
+    assert [r["id"] for r in store.campaign_results(campaign)] == ["centre", "headingley"]
+
+
+# Ages of place_imports rows on and around each boundary of the freshness rule.
+_AGES = [
+    timedelta(0),
+    timedelta(hours=1),
+    timedelta(hours=IMPORT_HOURS) - timedelta(microseconds=1),
+    timedelta(hours=IMPORT_HOURS),
+    timedelta(days=RETRY_DAYS) - timedelta(microseconds=1),
+    timedelta(days=RETRY_DAYS),
+    timedelta(days=FRESH_DAYS) - timedelta(microseconds=1),
+    timedelta(days=FRESH_DAYS),
+    timedelta(days=40),
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_search_progress_agrees_with_import_needs_on_every_boundary(store, seed):
+    rng = random.Random(seed)
+    campaigns = [store.add_campaign("Leeds", LEEDS), store.add_campaign("Luxembourg", LUXEMBOURG)]
+    paused = store.add_campaign("Paused", LEEDS)
+    store.set_campaign_status(paused, "paused")
+    pairs = {(a, c) for t in (LEEDS, LUXEMBOURG) for a in areas_for(t) for c in t.categories}
+    for area, category in sorted(pairs):
+        if rng.random() < 0.8:
+            release = rng.choice([RELEASE, REQUESTED])
+            query(
+                store,
+                "INSERT INTO place_imports VALUES ($area, $category, $release, 0, $at) RETURNING area",
+                area=area,
+                category=category,
+                release=release,
+                at=NOW - rng.choice(_AGES),
+            )
+
+    progress = {p.campaign_id: p for p in store.search_progress(NOW)}
+
+    assert list(progress) == campaigns
+    for campaign_id in campaigns:
+        campaign = store.campaign(campaign_id)
+        expected = campaign_progress(store, campaign, None, NOW)
+        off = campaign_progress(store, campaign, "imports are off", NOW)
+        got = progress[campaign_id]
+        states = Counter(expected.states.values())
+        assert (got.areas, got.coming, got.missing, got.failed) == (
+            len(expected.areas),
+            states["coming"],
+            states["missing"],
+            states["failed"],
+        )
+        assert (got.pending(True), got.pending(False)) == (expected.pending, off.pending)
+        assert got.not_loaded == expected.not_loaded
+        assert got.arrived_at == expected.needs.arrived_at
+    assert [p.campaign_id for p in store.search_progress(NOW, [paused])] == [paused]
