@@ -1,8 +1,11 @@
 """The code location: assembles assets, checks, jobs, sensors and resources; nothing is decided here."""
 
+import warnings
+
 import dagster as dg
 
 from nakodo_dagster.assets.campaign_search import campaign_search, search_campaigns_job
+from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
 from nakodo_dagster.assets.places import import_places, places
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
@@ -11,8 +14,9 @@ from nakodo_dagster.sensors.search_sensor import search_sensor
 
 defs = dg.Definitions(
     assets=[places, campaign_search],
+    asset_checks=[needed_pairs_fresh_or_coming],
     jobs=[import_places, search_campaigns_job],
-    sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor],
+    sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
     resources={
         "store": StoreResource(database=dg.EnvVar("NAKODO_DATABASE")),
         "overture": OvertureResource(
@@ -20,3 +24,10 @@ defs = dg.Definitions(
         ),
     },
 )
+
+# Dagster 1.13 copies every sensor that targets a job when it binds the resources, and hands the copy the
+# sensor's empty owners list, a beta parameter: a BetaWarning per sensor per process about nothing set here (37 in
+# `make run`'s terminal). The repository is built once, here, with that one warning silenced; Dagster caches it.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", r"Parameter `owners` of initializer `SensorDefinition", dg.BetaWarning)
+    defs.get_repository_def()

@@ -18,6 +18,8 @@ PLACES = dg.AssetKey("places")
 IMPORT_POOL = "overture_import"
 
 PLACES_INSIDE_THEIR_AREA = "places_inside_their_area"
+# A check on places as a whole, defined and recorded in assets/coverage.py; named here for the description.
+NEEDED_PAIRS_FRESH_OR_COMING = "needed_pairs_fresh_or_coming"
 
 # Checks per (area, category) partition are a Dagster preview; they are what makes a failed pair visible.
 with warnings.catch_warnings():
@@ -168,17 +170,29 @@ def _was(store: Store, area: str, category: str, now: datetime) -> str:
     return f"release {row.release}, {row.rows:,} places, loaded at {when}"
 
 
+# The UI lists as automations only sensors that launch runs of the asset itself; import_sensor launches the op job
+# import_places, so the description names it.
+PLACES_DESCRIPTION = (
+    "Overture's open businesses of one area and one category, as campaigns search them. Fed by import_sensor: one "
+    "import_places run per 4 x 4 block of cells or per country, two at a time; materialising a partition here "
+    "re-imports that pair by hand. A failed import shows its pairs as failed partitions (import_failure_sensor). "
+    "The partitions are every area times every category; how the pairs campaigns need stand is the check "
+    f"{NEEDED_PAIRS_FRESH_OR_COMING}."
+)
+
+
 @dg.asset(
     partitions_def=PLACES_PARTITIONS,
     check_specs=PLACES_CHECKS,
     pool=IMPORT_POOL,
     group_name="overture",
     kinds={"duckdb", "parquet"},
+    description=PLACES_DESCRIPTION,
 )
 def places(
     context: dg.AssetExecutionContext, store: StoreResource, overture: OvertureResource
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    """Overture's open businesses of one area and one category, as campaigns search them."""
+    """Re-import one pair by hand, whatever its state; see PLACES_DESCRIPTION."""
     keys = context.partition_key.keys_by_dimension
     area = parse_area_key(keys[AREA])
     (category,) = check_categories([keys[CATEGORY]])
@@ -194,7 +208,7 @@ def places(
     stamp = store.store.force_request([(area.key, category)], now)
     # The stamp on the run is how the sensors find this run's mark: to date it back if the run is killed, to take
     # it back if it is cancelled, and to see that the mark has a run.
-    context.instance.add_run_tags(context.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
+    context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
     (run,) = import_runs({area.key: [category]}, {area.key: area})
     outcome = import_or_release_marks(run, store.store, overture, stamp, release)
     (pair,) = outcome.pairs

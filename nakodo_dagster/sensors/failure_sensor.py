@@ -1,18 +1,27 @@
 """Frees an import's marks when the import itself could not: a killed run's read as failed, a cancelled run's
-are taken back. Both watch the import sensor's runs and an analyst's runs of the places asset alike."""
+are taken back. Both watch the import sensor's runs and an analyst's runs of the places asset alike. A failed
+import's pairs are shown as failed partitions of places."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
 
+# Dagster 1.13 has no public way for an op to say which asset partitions it was materialising. The partition
+# status the UI shows is built from these planned events: a partition planned in a failed run and not materialised
+# since reads as failed. (Its failure events are not read back by the open-source event log.)
+from dagster._core.events import AssetMaterializationPlannedData
+
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES, import_places, run_stamp
-from nakodo_dagster.partitions import AREA, CATEGORY
-from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.assets.places import PLACES, import_block, import_places, run_stamp
+from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
+from nakodo_dagster.placement import REQUESTED, ImportRun
 from nakodo_dagster.resources import StoreResource
+from nakodo_dagster.store import Store
 
 
 @dataclass(frozen=True)
@@ -23,15 +32,26 @@ class HeldMarks:
     stamp: datetime
 
 
+def import_job_pairs(run: dg.DagsterRun) -> tuple[tuple[str, str], ...] | None:
+    """The pairs a run of the import_places job was to write (from its payload), or None for any other run and
+    for a run whose payload is not a valid import (it failed on its config before it touched anything)."""
+    if run.job_name != import_places.name:
+        return None
+    try:
+        return ImportRun.from_payload(run.run_config["ops"]["import_block"]["config"]).pairs
+    except (InvalidInput, KeyError, TypeError):
+        return None
+
+
 def held_marks(run: dg.DagsterRun) -> HeldMarks | None:
     """The marks an import run holds, or None: not an import run, or a run that had not marked anything yet
     (an analyst's run stamps itself only once it starts)."""
     stamp = run_stamp(run)
     if stamp is None:
         return None
-    if run.job_name == import_places.name:
-        config = run.run_config["ops"]["import_block"]["config"]
-        return HeldMarks(ImportRun.from_payload(config).pairs, stamp)
+    pairs = import_job_pairs(run)
+    if pairs is not None:
+        return HeldMarks(pairs, stamp)
     if run.asset_selection and PLACES in run.asset_selection:
         area, category = (run.tags.get(f"{tags.PARTITION}/{name}") for name in (AREA, CATEGORY))
         if area and category:
@@ -39,22 +59,55 @@ def held_marks(run: dg.DagsterRun) -> HeldMarks | None:
     return None
 
 
+def report_failed_partitions(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, pairs: Sequence[tuple[str, str]], store: Store
+) -> int:
+    """Tell Dagster which partitions of places the failed run was materialising: the UI then shows them as failed
+    (planned in a failed run, not materialised since), each a click away from the run and its error, until an
+    import loads them. One event per pair, written only when a run fails: a successful import pays nothing for
+    it. A pair another import loaded since the run was created is left as it is. Returns how many were reported."""
+    record = instance.get_run_record_by_id(run.run_id)
+    created = record.create_timestamp if record else datetime.now(UTC)
+    rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    failed = [
+        pair
+        for pair in pairs
+        if not (pair in rows and rows[pair].release != REQUESTED and rows[pair].imported_at > created)
+    ]
+    for area, category in failed:
+        planned = AssetMaterializationPlannedData(PLACES, partition=str(places_partition(area, category)))
+        instance.report_dagster_event(
+            dg.DagsterEvent.build_asset_materialization_planned_event(run.job_name, import_block.name, planned),
+            run.run_id,
+        )
+    return len(failed)
+
+
 # Without monitored_jobs a run status sensor watches every job of the code location: the places asset is
 # materialised by hand through Dagster's implicit asset job, which has no definition to name here.
 @dg.run_failure_sensor(
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="A failed or killed import's marks read as failed at once: campaigns stop waiting and the 7-day "
-    "block starts. Watches import_places runs and runs of the places asset.",
+    "block starts; its pairs show as failed partitions of places. Watches import_places runs and runs of the "
+    "places asset.",
 )
 def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> dg.SkipReason | None:
-    marks = held_marks(context.dagster_run)
-    if marks is None:
-        return dg.SkipReason(f"Run {context.dagster_run.run_id} holds no import marks.")
-    marked = store.store.mark_failed(marks.pairs, marks.stamp, datetime.now(UTC))
-    context.log.info(
-        f"Run {context.dagster_run.run_id} failed: {marked} of its {len(marks.pairs)} marks now read as failed "
-        "(the rest were already dated back by the run, or replaced by a newer import)."
-    )
+    run, now = context.dagster_run, datetime.now(UTC)
+    marks = held_marks(run)
+    if marks is not None:
+        marked = store.store.mark_failed(marks.pairs, marks.stamp, now)
+        context.log.info(
+            f"Run {run.run_id} failed: {marked} of its {len(marks.pairs)} marks now read as failed "
+            "(the rest were already dated back by the run, or replaced by a newer import)."
+        )
+    # A run of the places asset was planned partition by partition when it was created; an import_places run
+    # was not, so its pairs are reported here, whether or not it held marks (a launchpad run holds none).
+    pairs = import_job_pairs(run)
+    if pairs is not None:
+        shown = report_failed_partitions(context.instance, run, pairs, store.store)
+        context.log.info(f"Run {run.run_id} failed: {shown} of its {len(pairs)} pairs shown as failed partitions.")
+    elif marks is None:
+        return dg.SkipReason(f"Run {run.run_id} holds no import marks.")
     return None
 
 

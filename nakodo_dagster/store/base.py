@@ -579,6 +579,49 @@ class ImportStatus:
     """When the oldest real release of this category was loaded (marks ignored); None if none was."""
 
 
+# The answers of placement.Cutoffs.state, in the order a reader goes through them.
+PAIR_STATES = ("fresh", "coming", "failed", "missing")
+
+# Coverage: the pairs active campaigns need (each once, however many campaigns share it) by the one freshness
+# rule, every state counted and its first $listed pairs listed, oldest first. One statement, whatever the campaigns.
+_COVERAGE = f"""
+WITH needed AS (
+    SELECT DISTINCT ca.area, cc.category, place_imports.release, place_imports.imported_at,
+           {_pair_state("place_imports")} AS state
+    {_CAMPAIGN_PAIRS}
+),
+ranked AS (
+    SELECT state, area, category, release, imported_at, count(*) OVER (PARTITION BY state) AS pairs,
+           row_number() OVER (PARTITION BY state ORDER BY imported_at NULLS FIRST, area, category) AS position
+    FROM needed
+)
+SELECT state, pairs, area, category, release, imported_at FROM ranked WHERE position <= greatest($listed, 1)
+ORDER BY state, position
+"""
+
+
+@dataclass(frozen=True)
+class NeededPair:
+    """One pair an active campaign needs and its state by the one rule (fresh, coming, failed or missing)."""
+
+    area: str
+    category: str
+    state: str
+    release: str | None
+    """The release loaded, ``requested`` for a mark, None if the pair was never asked for."""
+    imported_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How the pairs active campaigns need stand: how many are in each state, and the first few of each."""
+
+    counts: dict[str, int]
+    """Pairs per state; every state of the rule is present, 0 if none."""
+    listed: list[NeededPair]
+    """At most the ``listed`` oldest pairs of each state, never-asked-for first."""
+
+
 @dataclass(frozen=True)
 class PlaceName:
     """A place name as users type it (spaces collapsed, case folded) and the one place it was resolved to."""
@@ -900,6 +943,18 @@ class Store(ABC):
             return Needs(missing, coming, arrived_at)
 
         return self._transact(work)
+
+    def coverage(self, now: datetime, listed: int) -> Coverage:
+        """The pairs active campaigns need, by the one freshness rule at ``now``: counted per state, and at most
+        ``listed`` of each state (0 lists none), oldest first. Pairs no campaign needs are left out."""
+        if listed < 0:
+            raise InvalidInput(f"listed {listed!r} is not allowed: use 0 or more")
+        params = {**_rule(now), **_campaign_filter(None), "listed": listed}
+        rows = self._transact(lambda tx: tx.rows(_COVERAGE, **params))
+        counts = dict.fromkeys(PAIR_STATES, 0) | {state: pairs for state, pairs, *_ in rows}
+        pairs = [NeededPair(area, category, state, release, at) for state, _, area, category, release, at in rows]
+        by_state = {state: [pair for pair in pairs if pair.state == state][:listed] for state in PAIR_STATES}
+        return Coverage(counts, [pair for state in PAIR_STATES for pair in by_state[state]])
 
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
         """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how

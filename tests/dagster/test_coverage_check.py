@@ -1,0 +1,134 @@
+"""The places page tells how the pairs campaigns need stand: the coverage check counts them by state, links each
+failed, stale or missing pair to its partition, leaves out pairs no campaign needs, and its sensor records it only
+when it changes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import dagster as dg
+from overture_helpers import CURRENT as RELEASE
+
+from nakodo_dagster.assets.coverage import (
+    INLINE_MARKDOWN_CHARS,
+    LISTED_PAIRS,
+    NEEDED_PAIRS_FRESH_OR_COMING,
+    coverage_result,
+    needed_pairs_fresh_or_coming,
+    places_coverage_sensor,
+)
+from nakodo_dagster.assets.places import PLACES, import_places, places
+from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
+from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting
+from nakodo_dagster.resources import OvertureResource
+from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
+from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.store.base import Coverage, NeededPair
+
+# Leeds' cafes and pubs (two cells), Paris' bakeries (one cell): 5 pairs needed, 3 areas x 3 categories registered.
+LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe", "pub"))
+PARIS = Targeting((PointLocation(48.85, 2.35, 2),), ("bakery",))
+NOW = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+
+
+def _broken_root(tmp_path: Path) -> str:
+    folder = tmp_path / "broken" / RELEASE / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    (folder / "part-00000.zstd.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    return str(tmp_path / "broken")
+
+
+def _import(instance: dg.DagsterInstance, resources: dict, broken: dict) -> set[tuple[str, str]]:
+    """One import sensor tick; Leeds' run fails on a broken release, Paris' loads. Returns Leeds' pairs."""
+    ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    for request in ticked.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    leeds: set[tuple[str, str]] = set()
+    for request in ticked.run_requests:
+        config = request.run_config["ops"]["import_block"]["config"]
+        in_leeds = config["bbox"][1] > 50
+        result = import_places.execute_in_process(
+            run_config=request.run_config,
+            tags=request.tags,
+            instance=instance,
+            resources=broken if in_leeds else resources,
+            raise_on_error=False,
+        )
+        if in_leeds:
+            leeds = {tuple(pair) for pair in config["pairs"]}
+            (record,) = instance.get_records_for_run(result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+            import_failure_sensor(
+                dg.build_run_status_sensor_context(
+                    sensor_name=import_failure_sensor.name,
+                    dagster_event=record.event_log_entry.dagster_event,
+                    dagster_instance=instance,
+                    dagster_run=instance.get_run_by_id(result.run_id),
+                    resources=resources,
+                ).for_run_failure()
+            )
+    return leeds
+
+
+def test_the_check_counts_only_needed_pairs_and_links_the_failed_ones(instance, resources, tmp_path):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    store.add_campaign("Paris", PARIS)
+    leeds = _import(instance, resources, {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))})
+
+    ticked = places_coverage_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+
+    (evaluation,) = ticked.asset_events
+    assert (evaluation.asset_key, evaluation.check_name) == (PLACES, NEEDED_PAIRS_FRESH_OR_COMING)
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+    counts = {name: evaluation.metadata[name].value for name in ("fresh", "on_their_way", "failed", "stale_or_missing")}
+    assert counts == {"fresh": 1, "on_their_way": 0, "failed": len(leeds), "stale_or_missing": 0}
+    # The grid registers every area times every category (9 partitions); only the 5 pairs campaigns need count.
+    registered = len(instance.get_dynamic_partitions(AREA)) * len(instance.get_dynamic_partitions(CATEGORY))
+    assert (registered, evaluation.metadata["needed_pairs"].value) == (9, 1 + len(leeds))
+    failed = evaluation.metadata["failed_pairs"].value
+    for area, category in leeds:
+        link = f"/assets/places?view=partitions&partition={quote(str(places_partition(area, category)))}"
+        assert f"- [{area} {category}]({link}): blocked until " in failed
+    assert evaluation.metadata["stale_or_missing_pairs"].value == "none"
+    assert evaluation.metadata["on_their_way_pairs"].value == "none"
+
+    again = places_coverage_sensor(
+        dg.build_sensor_context(instance=instance, resources=resources, cursor=ticked.cursor)
+    )
+    assert not again.asset_events
+    assert again.skip_reason.skip_message.startswith("Unchanged: 1 of 5 pairs campaigns need are fresh")
+
+
+def test_the_check_passes_once_every_needed_pair_is_fresh_and_runs_beside_a_partition_by_hand(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Paris", PARIS)
+    _import(instance, resources, resources)
+    (area,) = instance.get_dynamic_partitions(AREA)
+
+    # What the UI launches when an analyst materialises one partition: the asset and its checks, this one included.
+    result = dg.materialize(
+        [places, needed_pairs_fresh_or_coming],
+        partition_key=str(places_partition(area, "bakery")),
+        resources=resources,
+        instance=instance,
+    )
+
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == NEEDED_PAIRS_FRESH_OR_COMING]
+    assert evaluation.passed
+    assert [evaluation.metadata[key].value for key in ("failed_pairs", "stale_or_missing_pairs")] == ["none", "none"]
+
+
+def test_a_long_list_stays_short_enough_to_show_inline_and_says_how_many_more():
+    listed = [NeededPair(f"cell:{lat}.5,-2", "cafe", "failed", REQUESTED, NOW) for lat in range(LISTED_PAIRS)]
+    coverage = Coverage({"fresh": 0, "coming": 0, "failed": 500, "missing": 0}, listed)
+
+    passed, metadata = coverage_result(coverage)
+
+    failed = metadata["failed_pairs"].value
+    assert not passed
+    assert len(failed) < INLINE_MARKDOWN_CHARS
+    shown = failed.count("blocked until")
+    assert 5 <= shown < LISTED_PAIRS
+    assert failed.endswith(f"- and {500 - shown} more: `nakodo imports status`")

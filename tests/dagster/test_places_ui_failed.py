@@ -1,0 +1,160 @@
+"""A failed import shows exactly its pairs as failed partitions of places, with its error, in the partition status
+the UI reads; the import that later loads them turns them materialised; a successful import writes no extra
+events for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
+from overture_helpers import CURRENT as RELEASE
+
+from nakodo_dagster.assets.places import PLACES, import_places, places
+from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
+from nakodo_dagster.placement import PointLocation, Targeting
+from nakodo_dagster.resources import OvertureResource
+from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
+from nakodo_dagster.sensors.import_sensor import import_sensor
+
+# Leeds, two categories: one block run; Paris is another run whose pairs must stay untouched.
+LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe", "pub"))
+PARIS = Targeting((PointLocation(48.85, 2.35, 2),), ("bakery",))
+
+
+def _broken_root(tmp_path: Path) -> str:
+    """A root whose release has one Parquet file that is not Parquet at all: every read of it fails."""
+    folder = tmp_path / "broken" / RELEASE / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    (folder / "part-00000.zstd.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    return str(tmp_path / "broken")
+
+
+def _partition_status(instance: dg.DagsterInstance) -> tuple[set[str], set[str]]:
+    """The materialised and the failed partitions of places, as the UI's partition status reads them."""
+    cached = get_and_update_asset_status_cache_value(instance, PLACES, PLACES_PARTITIONS)
+    if cached is None:
+        return set(), set()
+    return (
+        set(cached.deserialize_materialized_partition_subsets(PLACES_PARTITIONS).get_partition_keys()),
+        set(cached.deserialize_failed_partition_subsets(PLACES_PARTITIONS).get_partition_keys()),
+    )
+
+
+def _run_failure_sensor(instance: dg.DagsterInstance, resources: dict, run_id: str) -> None:
+    """One evaluation of the failure sensor for this failed run, as the daemon makes it."""
+    (record,) = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    context = dg.build_run_status_sensor_context(
+        sensor_name=import_failure_sensor.name,
+        dagster_event=record.event_log_entry.dagster_event,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run_id),
+        resources=resources,
+    ).for_run_failure()
+    import_failure_sensor(context)
+
+
+def _planned(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The partitions of places a run was recorded as planning to materialise."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=None
+    ).records
+    return sorted(r.event_log_entry.dagster_event.partition for r in records)
+
+
+def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_loads_them(
+    instance, resources, tmp_path
+):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    store.add_campaign("Paris", PARIS)
+    ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    for request in ticked.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    by_box = {tuple(r.run_config["ops"]["import_block"]["config"]["bbox"])[1] > 50: r for r in ticked.run_requests}
+    leeds, paris = by_box[True], by_box[False]
+    leeds_pairs = {str(places_partition(a, c)) for a, c in leeds.run_config["ops"]["import_block"]["config"]["pairs"]}
+    broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
+
+    failed = import_places.execute_in_process(
+        run_config=leeds.run_config, tags=leeds.tags, instance=instance, resources=broken, raise_on_error=False
+    )
+    assert not failed.success
+    paris_run = import_places.execute_in_process(
+        run_config=paris.run_config, tags=paris.tags, instance=instance, resources=resources
+    )
+    _run_failure_sensor(instance, resources, failed.run_id)
+
+    materialised, failed_partitions = _partition_status(instance)
+    assert failed_partitions == leeds_pairs
+    assert not materialised & leeds_pairs and materialised, "Paris' pair is materialised, Leeds' are not"
+    # Each failed partition leads to the failed run (its planned event's), whose step failure says what went wrong.
+    assert _planned(instance, failed.run_id) == sorted(leeds_pairs)
+    (step_failure,) = instance.get_records_for_run(failed.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    assert "is not a Parquet file" in step_failure.event_log_entry.dagster_event.step_failure_data.error.to_string()
+    # The failure costs one event per pair; a successful import nothing beyond its own two per pair.
+    assert _planned(instance, paris_run.run_id) == []
+
+    # The release is mended and the block imported again (an analyst's retry, or the sensor a week later).
+    mended = import_places.execute_in_process(
+        run_config=leeds.run_config, tags=leeds.tags, instance=instance, resources=resources
+    )
+    assert mended.success
+    materialised, failed_partitions = _partition_status(instance)
+    assert failed_partitions == set()
+    assert leeds_pairs <= materialised
+
+
+def test_a_run_that_failed_on_a_bad_payload_shows_no_partition(instance, resources):
+    payload = {
+        "areas": ["tile:53.5,-2"],
+        "categories": ["cafe"],
+        "bbox": [-2, 53.5, -1.5, 54],
+        "pairs": [["tile:53.5,-2", "cafe"]],
+    }
+    failed = import_places.execute_in_process(
+        run_config={"ops": {"import_block": {"config": payload}}},
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+    )
+
+    assert not failed.success
+    _run_failure_sensor(instance, resources, failed.run_id)
+    assert _planned(instance, failed.run_id) == []
+    assert _partition_status(instance) == (set(), set())
+
+
+def test_a_failed_re_import_by_hand_shows_its_partition_failed(instance, resources, tmp_path):
+    area, category = "cell:53.5,-2", "cafe"
+    instance.add_dynamic_partitions(AREA, [area])
+    instance.add_dynamic_partitions(CATEGORY, [category])
+    broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
+
+    # What the UI launches for one partition: Dagster itself records the partition it plans, so no sensor is needed.
+    result = dg.materialize(
+        [places], partition_key=f"{area}|{category}", resources=broken, instance=instance, raise_on_error=False
+    )
+
+    assert not result.success
+    assert _partition_status(instance) == (set(), {f"{area}|{category}"})
+
+
+def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):
+    resources["store"].store.add_campaign("Paris", PARIS)
+    ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    for request in ticked.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    (request,) = ticked.run_requests
+    broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
+    failed = import_places.execute_in_process(
+        run_config=request.run_config, tags=request.tags, instance=instance, resources=broken, raise_on_error=False
+    )
+    # An analyst's import loads the pair before the failure sensor's next tick looks at the failed run.
+    import_places.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
+
+    _run_failure_sensor(instance, resources, failed.run_id)
+
+    assert _planned(instance, failed.run_id) == []
+    materialised, failed_partitions = _partition_status(instance)
+    assert (len(materialised), failed_partitions) == (1, set())
