@@ -1,5 +1,8 @@
-"""``python -m bench``: build a release shaped like Overture's, serve it from S3 on loopback behind a latency,
-and measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side."""
+"""``python -m bench``: build a release shaped like Overture's, serve it from S3 on loopback behind a latency, and
+measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); a
+campaign's search over a million loaded places (search); both sensors' ticks at 100 to 10,000 campaigns and the
+search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon (daemon).
+``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from pathlib import Path
 import boto3
 from moto.server import ThreadedMotoServer
 
-from bench.policy import measure_policy
+from bench.daemon import measure_daemon
+from bench.policy import measure_search_pace, measure_ticks
 from bench.proxy import LatencyProxy
 from bench.report import write_results
 from bench.search import measure_search
@@ -35,6 +39,9 @@ READERS = ("index", "duckdb", "pyarrow")
 CATEGORIES = ("bakery", "cafe", "restaurant")
 # Paris: dense enough that a block holds many row groups, as a city block does in Overture.
 PARIS = (48.8566, 2.3522)
+# The issue's shape of a big campaign: 200 km, 5 categories.
+RADIUS_KM = 200
+SEARCH_CATEGORIES = ("bakery", "cafe", "pub", "restaurant", "hotel")
 
 
 def cases() -> dict[str, dict]:
@@ -108,26 +115,33 @@ def floor_bytes(index_dir: Path, root: str, runs: list[ImportRun]) -> int:
     return total
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the whole bench and write bench/results.md and bench/results.json."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--rows", type=int, default=2_000_000, help="places in the release (default 2,000,000)")
-    parser.add_argument("--latency-ms", type=float, default=40.0, help="added to every HTTP request (default 40)")
-    parser.add_argument("--bandwidth-mbps", type=float, default=None, help="per-request bandwidth cap, MB/s")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per reader and case; the median is reported")
-    parser.add_argument("--search-places", type=int, default=1_000_000, help="places loaded for case (d)")
-    parser.add_argument("--campaigns", type=int, default=1_000, help="campaigns in the policy tick")
-    parser.add_argument(
-        "--postgres", default="postgresql://postgres@127.0.0.1:5432/test", help="admin database for the policy"
-    )
-    parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.json go")
-    args = parser.parse_args(argv)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    work = HERE / "out"
-    work.mkdir(exist_ok=True)
-    started = time.perf_counter()
-    print(f"release of {args.rows:,} places ...", flush=True)
-    local_root = release(work, args.rows)
+PARTS = ("readers", "search", "policy", "daemon")
+# The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
+SECTIONS = {
+    "readers": ("index_build", "cases"),
+    "search": ("search",),
+    "policy": ("sensors", "search_runs"),
+    "daemon": ("daemon",),
+}
+SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
+# Written by an earlier bench (one import tick through the sensor's old API): the sensors section supersedes it.
+SUPERSEDED = ("policy",)
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(number) for number in text.split(",") if number]
+
+
+def _parts(text: str) -> list[str]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    return parts
+
+
+def measure_readers(args: argparse.Namespace, work: Path, local_root: Path) -> dict:
+    """Cases (a) to (c): the release served from S3 on loopback behind the latency proxy, each reader in turn."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -150,38 +164,144 @@ def main(argv: list[str] | None = None) -> None:
                 measured[name] = figures
     finally:
         server.stop()
-    print("case (d) search ...", flush=True)
-    search = measure_search(work, args.search_places, *PARIS, 200, ("bakery", "cafe", "pub", "restaurant", "hotel"))
-    print("policy tick on PostgreSQL ...", flush=True)
-    policy = measure_policy(args.postgres, str(local_root), args.campaigns, 200, 5)
-    results = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+    return {"index_build": build, "cases": measured}
+
+
+def measure_policy(args: argparse.Namespace, work: Path, local_root: Path) -> dict:
+    """Both sensors' ticks at each scale and backend, and the search runs asked for an hour."""
+    scales = [("postgres", n) for n in args.campaigns] + [("duckdb", n) for n in args.duckdb_campaigns]
+    sensors = []
+    for backend, campaigns in scales:
+        print(f"sensor ticks, {campaigns:,} campaigns on {backend} ...", flush=True)
+        sensors.append(
+            measure_ticks(backend, args.postgres, work, str(local_root), campaigns, RADIUS_KM, args.tick_repeat)
+        )
+    print(f"search runs an hour over {args.search_pace_minutes:g} minutes ...", flush=True)
+    pace = measure_search_pace(
+        args.postgres, work, str(local_root), args.search_pace_campaigns, RADIUS_KM, args.search_pace_minutes
+    )
+    return {"sensors": sensors, "search_runs": pace}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the bench (every part, or those ``--only`` names) and write bench/results.md and bench/results.json,
+    keeping the figures of the parts not run."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "--only",
+        type=_parts,
+        default=list(PARTS),
+        help=f"comma-separated parts to measure, of {','.join(PARTS)} (default all; readers take about 20 minutes)",
+    )
+    parser.add_argument("--rows", type=int, default=2_000_000, help="places in the release (default 2,000,000)")
+    parser.add_argument("--latency-ms", type=float, default=40.0, help="added to every HTTP request (default 40)")
+    parser.add_argument("--bandwidth-mbps", type=float, default=None, help="per-request bandwidth cap, MB/s")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per reader and case; the median is reported")
+    parser.add_argument("--search-places", type=int, default=1_000_000, help="places loaded for case (d)")
+    parser.add_argument("--search-repeat", type=int, default=3, help="campaigns searched in case (d); medians")
+    parser.add_argument(
+        "--campaigns",
+        type=_numbers,
+        default=[100, 1_000, 10_000],
+        help="campaign counts of the sensor ticks on PostgreSQL (default 100,1000,10000)",
+    )
+    parser.add_argument(
+        "--duckdb-campaigns", type=_numbers, default=[1_000], help="campaign counts on DuckDB (default 1000)"
+    )
+    parser.add_argument("--tick-repeat", type=int, default=3, help="next ticks per sensor and scale; the median")
+    parser.add_argument(
+        "--search-pace-campaigns",
+        type=_numbers,
+        default=[100, 1_000],
+        help="pending campaigns the search sensor ticks over, side by side (default 100,1000)",
+    )
+    parser.add_argument(
+        "--search-pace-minutes", type=float, default=5.0, help="real minutes of search ticks (default 5)"
+    )
+    parser.add_argument("--daemon-runs", type=int, default=40, help="block runs through the daemon (default 40)")
+    parser.add_argument(
+        "--postgres", default="postgresql://postgres@127.0.0.1:5432/test", help="admin database for the policy"
+    )
+    parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.json go")
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    work = HERE / "out"
+    work.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    print(f"release of {args.rows:,} places ...", flush=True)
+    local_root = release(work, args.rows)
+    path = args.out / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    for part in (part for part in PARTS if part in args.only):
+        measured = measure_part(part, args, work, local_root)
+        results = merge(results, part, measured, _parameters(args, part))
+        results["parameters"] |= {
+            "rows": args.rows,
+            "files": 16,
+            "row_groups_per_file": 256,
+            "release_bytes": sum(p.stat().st_size for p in local_root.rglob("*.parquet")),
+        }
+        results["bench_seconds"] = time.perf_counter() - started
+        # After each part: a part that fails later costs only its own figures.
+        write_results(results, args.out)
+    print(f"done in {time.perf_counter() - started:.0f} s: {args.out / 'results.md'}")
+
+
+def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Path) -> dict:
+    """The sections of results.json one part measures."""
+    if part == "readers":
+        return measure_readers(args, work, local_root)
+    if part == "search":
+        print("case (d) search ...", flush=True)
+        return {
+            "search": measure_search(work, args.search_places, *PARIS, RADIUS_KM, SEARCH_CATEGORIES, args.search_repeat)
+        }
+    if part == "policy":
+        return measure_policy(args, work, local_root)
+    print(f"{args.daemon_runs} block runs through dagster-daemon ...", flush=True)
+    return {"daemon": measure_daemon(str(local_root), args.daemon_runs)}
+
+
+def merge(previous: dict, part: str, measured: dict, parameters: dict) -> dict:
+    """``previous`` results with one part's sections replaced, dated, and its parameters; the rest as they were."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    results = {key: value for key, value in previous.items() if key not in (*SUPERSEDED, "summary")} | measured
+    # A results.json written before sections carried their own date: each of its sections dates from its "when".
+    dated = {section: previous["when"] for section in previous if section in SECTION_NAMES}
+    results["measured_at"] = dated | previous.get("measured_at", {}) | dict.fromkeys(SECTIONS[part], now)
+    results["parameters"] = previous.get("parameters", {}) | parameters
+    return results | {
+        "when": now,
         "machine": {
             "platform": platform.platform(),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "processor": platform.processor() or platform.machine(),
         },
-        "versions": {name: version(name) for name in ("duckdb", "pyarrow", "moto", "psycopg2-binary", "urllib3")},
-        "parameters": {
-            "rows": args.rows,
-            "files": 16,
-            "row_groups_per_file": 256,
+        "versions": {
+            name: version(name) for name in ("dagster", "duckdb", "pyarrow", "moto", "psycopg2-binary", "urllib3")
+        },
+    }
+
+
+def _parameters(args: argparse.Namespace, part: str) -> dict:
+    """The settings a part was measured with, kept beside its figures."""
+    return {
+        "readers": {
             "latency_ms": args.latency_ms,
             "bandwidth_mbps": args.bandwidth_mbps,
             "repeat": args.repeat,
-            "search_places": args.search_places,
-            "campaigns": args.campaigns,
-            "release_bytes": sum(p.stat().st_size for p in local_root.rglob("*.parquet")),
         },
-        "index_build": build,
-        "cases": measured,
-        "search": search,
-        "policy": policy,
-        "bench_seconds": time.perf_counter() - started,
-    }
-    write_results(results, args.out)
-    print(f"done in {results['bench_seconds']:.0f} s: {args.out / 'results.md'}")
+        "search": {"search_places": args.search_places, "search_repeat": args.search_repeat},
+        "policy": {
+            "campaigns": args.campaigns,
+            "duckdb_campaigns": args.duckdb_campaigns,
+            "tick_repeat": args.tick_repeat,
+            "search_pace_campaigns": args.search_pace_campaigns,
+            "search_pace_minutes": args.search_pace_minutes,
+        },
+        "daemon": {"daemon_runs": args.daemon_runs},
+    }[part]
 
 
 if __name__ == "__main__":

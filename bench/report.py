@@ -17,14 +17,51 @@ READER_NAMES = {
 TARGET_VS_DUCKDB = 10.0
 TARGET_VS_PYARROW = 3.0
 TARGET_FLOOR = 1.5
-POLICY_TARGET_S = 5.0
-# What a tick's heavy steps spend their time on, for whoever reads a missed target.
+# The issue's targets for the sensors (PostgreSQL): (campaigns, tick) -> seconds. Every other tick, DuckDB's too, is
+# held to NEAR_TIMEOUT_S: "no tick anywhere near Dagster's 60 s", read as under half of it.
+TICK_TARGETS_S = {(1_000, "first"): 5.0, (1_000, "next"): 1.0, (10_000, "next"): 5.0}
+TARGET_BACKEND = "postgres"
+NEAR_TIMEOUT_S = 30.0
+# Case (d): a first search adding 644 k businesses, and a search with nothing new, at 1 M loaded places.
+FIRST_SEARCH_TARGET_S = 2.0
+NEXT_SEARCH_TARGET_S = 0.05
+# "At most a few" search runs asked for a tick, whatever the number of campaigns.
+SEARCH_RUNS_PER_TICK = 3
+BLOCK_RUNS_PER_HOUR_TARGET = 2_000
+SENSOR_NAMES = {"import": "import_sensor", "search": "search_sensor"}
+# What a tick's steps spend their time on, for whoever reads a missed target. The names are the import sensor's
+# StepClock laps; "outside the steps" is the evaluation around them.
 STEP_WORK = {
-    "reserve": "one INSERT ... ON CONFLICT ... RETURNING of every missing pair, which PostgreSQL writes as a "
-    "speculative insert (three WAL records a row), then the reserved pairs grouped into block runs in Python",
-    "freshness": "reading the place_imports row of every pair the campaigns need",
-    "needs": "import_needs over every pair the campaigns need",
-    "areas": "areas_for over every campaign",
+    "orphans": "takes back marks whose run never reached Dagster: the store's marks past the launch grace, then "
+    "one run lookup per stamp not yet in the cursor",
+    "queue": "the queue's pace and load from Dagster's run storage: the last 50 finished import runs and a count "
+    "of those queued or running",
+    "release": "finds the release to read under the Overture root",
+    "needs": "Store.reserve_missing with nothing admitted (imports off): the anti-join only",
+    "reserve": "Store.reserve_missing: the anti-join of every active campaign's kept pairs against place_imports "
+    "into a temp table, then one INSERT ... SELECT ... ON CONFLICT ... RETURNING of the admitted runs' pairs, "
+    "grouped into block runs in Python",
+    "same work": "looks the reserved runs' payload keys up among queued, running and just-succeeded runs, 500 keys "
+    "a query",
+    "requests": "one RunRequest per run, and the area and category partitions the instance does not know yet",
+    "outside the steps": "Dagster's side of the evaluation: the resources set up (the store opened and its schema "
+    "checked) and the run requests resolved and tagged",
+}
+# What a sensor's tick does, where it names no steps of its own.
+SENSOR_WORK = {
+    "search": "Store.search_progress (one statement over every active campaign's kept areas and categories joined "
+    "with place_imports), then request_searches for the campaigns due and one batch RunRequest",
+}
+# What each step of a daemon-launched run's timeline is, for a missed block-run rate.
+TIMELINE_WORK = {
+    "run_enqueued_to_run_starting": "waiting in the queue for one of the two import slots, and the queued run "
+    "coordinator's dequeue",
+    "run_starting_to_run_start": "the default run launcher starting a fresh Python process that loads the code "
+    "location's definitions",
+    "run_start_to_step_start": "the run process setting up the in-process executor and the resources",
+    "step_start_to_asset_materialization": "the import itself: reading the block from the release and writing it",
+    "asset_materialization_to_step_success": "logging each pair's materialisation and check evaluation",
+    "step_success_to_run_success": "the run process finishing and reporting",
 }
 
 
@@ -33,9 +70,10 @@ def _median(samples: list[dict], key: str) -> float:
 
 
 def summarise(results: dict) -> dict:
-    """Medians per case and reader, and the ratios the targets are about."""
-    summary = {}
-    for name, case in results["cases"].items():
+    """Medians per case and reader and the ratios the targets are about; each tick, search and rate against its
+    target."""
+    summary: dict = {}
+    for name, case in results.get("cases", {}).items():
         readers = {
             reader: {key: _median(case[reader], key) for key in ("seconds", "requests", "bytes", "peak_mb", "rows")}
             for reader in READER_NAMES
@@ -54,9 +92,52 @@ def summarise(results: dict) -> dict:
                 "bytes_within_1.5x_floor": ratios["index_bytes_over_floor"] <= TARGET_FLOOR,
             }
         summary[name] = {"readers": readers, "floor_bytes": case["floor_bytes"], "ratios": ratios, "targets": targets}
-    ticks = results["policy"]
-    summary["policy_target_met"] = max(ticks["first_tick"]["seconds"], ticks["next_tick"]["seconds"]) < POLICY_TARGET_S
+    summary["ticks"] = [
+        _tick_summary(scale, name, tick)
+        for scale in results.get("sensors", [])
+        for tick in ("first", "next")
+        for name in SENSOR_NAMES
+    ]
+    if "search" in results:
+        search = results["search"]
+        summary["search_targets"] = {
+            "first_under_2_s": search["first_search_s"] < FIRST_SEARCH_TARGET_S,
+            "nothing_new_under_50_ms": search["next_search_s"] < NEXT_SEARCH_TARGET_S,
+        }
+    if "search_runs" in results:
+        summary["search_runs_target_met"] = all(
+            "error" not in scale and max(scale["runs_per_tick"]) <= SEARCH_RUNS_PER_TICK
+            for scale in results["search_runs"]["scales"]
+        )
+    if "daemon" in results:
+        summary["daemon_target_met"] = results["daemon"]["block_runs_per_hour"] >= BLOCK_RUNS_PER_HOUR_TARGET
     return summary
+
+
+def tick_target(backend: str, campaigns: int, tick: str) -> float:
+    """The seconds a tick must stay under."""
+    if backend == TARGET_BACKEND:
+        return TICK_TARGETS_S.get((campaigns, tick), NEAR_TIMEOUT_S)
+    return NEAR_TIMEOUT_S
+
+
+def _tick_summary(scale: dict, sensor: str, tick: str) -> dict:
+    figures = scale["ticks"][f"{sensor}_{tick}"]
+    target = tick_target(scale["backend"], scale["campaigns"], tick)
+    where = {"backend": scale["backend"], "campaigns": scale["campaigns"], "sensor": sensor, "tick": tick}
+    if "error" in figures:
+        return where | {"seconds": None, "target_s": target, "met": False, "error": figures["error"]}
+    steps = dict(figures["steps"])
+    if steps:
+        steps["outside the steps"] = max(0.0, figures["seconds"] - sum(steps.values()))
+    largest = max(steps.items(), key=lambda item: item[1]) if steps else None
+    return where | {
+        "seconds": figures["seconds"],
+        "target_s": target,
+        "met": figures["seconds"] < target,
+        "largest_step": largest[0] if largest else None,
+        "largest_step_s": largest[1] if largest else None,
+    }
 
 
 def _mb(value: float) -> str:
@@ -104,17 +185,18 @@ def _targets_line(numbers: dict) -> str:
     )
 
 
-def write_results(results: dict, folder: Path) -> None:
-    """Write results.json and results.md into ``folder``."""
-    results = results | {"summary": summarise(results)}
-    (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _when(results: dict, section: str) -> str:
+    return results.get("measured_at", {}).get(section, results["when"])
+
+
+def _reader_lines(results: dict, summary: dict) -> list[str]:
     parameters = results["parameters"]
-    summary = results["summary"]
     lines = [
-        "# Benchmark: reading Overture places over S3",
-        "",
-        f"Written by `make bench` on {results['when']} ({results['machine']['cpus']} CPUs, "
-        f"{results['machine']['platform']}); every figure is in `results.json`.",
+        f"## Reading Overture places over S3 (measured {_when(results, 'cases')})",
         "",
         f"Release: {parameters['rows']:,} places in {parameters['files']} files of {parameters['row_groups_per_file']} "
         f"row groups ({_mb(parameters['release_bytes'])}), Overture's shape, served by moto on loopback behind a "
@@ -136,7 +218,7 @@ def write_results(results: dict, folder: Path) -> None:
     for name, case in results["cases"].items():
         numbers = summary[name]
         lines += [
-            f"## ({name}) {case['title']}",
+            f"### ({name}) {case['title']}",
             "",
             f"{case['runs']} import run(s). Floor (the query's columns of the row groups meeting the box): "
             f"{_mb(numbers['floor_bytes'])}.",
@@ -161,46 +243,357 @@ def write_results(results: dict, folder: Path) -> None:
         if numbers["targets"]:
             lines += [_targets_line(numbers), ""]
             lines += [note for shortfall in _shortfalls(numbers) for note in (shortfall, "")]
-    search = results["search"]
-    lines += [
-        "## (d) campaign search over loaded places (DuckDB store)",
+    return lines
+
+
+def _search_lines(results: dict, summary: dict) -> list[str]:
+    search, targets = results["search"], summary["search_targets"]
+    first_samples = ", ".join(_seconds(s) for s in search["first_search_samples_s"])
+    next_samples = ", ".join(_seconds(s) for s in search["next_search_samples_s"])
+    lines = [
+        f"## (d) A campaign's search over loaded places, DuckDB store (measured {_when(results, 'search')})",
         "",
         f"{search['places_loaded']:,} places loaded in {search['areas']} cells ({search['load_s']:.1f} s through "
-        "`Store.write_import`); one 200 km campaign with 5 categories.",
+        f"`Store.write_import`); {len(search['first_search_samples_s'])} campaigns of 200 km with 5 categories, each "
+        "searched through the store's incremental search (`Store.add_campaign_businesses`) twice: first, when all "
+        "of it is new, then with nothing new. Medians; every sample in the last column.",
         "",
-        "| search | wall time | businesses added |",
-        "|---|---:|---:|",
-        f"| first (everything new) | {search['first_search_s']:.2f} s | {search['first_search_added']:,} |",
-        f"| next (nothing new) | {search['next_search_s']:.2f} s | {search['next_search_added']:,} |",
+        "| search | wall time | target | businesses added | samples |",
+        "|---|---:|---|---:|---|",
+        f"| first (everything new) | {_seconds(search['first_search_s'])} | under {FIRST_SEARCH_TARGET_S:g} s: "
+        f"{_verdict(targets['first_under_2_s'])} | {search['first_search_added']:,} | {first_samples} |",
+        f"| next (nothing new) | {_seconds(search['next_search_s'])} | under {NEXT_SEARCH_TARGET_S * 1000:g} ms: "
+        f"{_verdict(targets['nothing_new_under_50_ms'])} | {search['next_search_added']:,} | {next_samples} |",
+        f"| again after its targeting changed (everything read, nothing new) | {_seconds(search['rescan_s'])} | | "
+        f"{search['rescan_added']:,} | |",
         "",
     ]
-    policy = results["policy"]
-    ticks = (("first (all missing)", policy["first_tick"]), ("next (all on their way)", policy["next_tick"]))
-    steps = list(policy["first_tick"]["steps"])
-    lines += [
-        "## Policy at scale: one import-sensor tick on PostgreSQL",
-        "",
-        f"{policy['campaigns']:,} campaigns of {policy['radius_km']} km with {policy['categories_per_campaign']} "
-        "categories each, the store in PostgreSQL, the sensor's own `request_import_runs` on a Dagster instance; "
-        f"target under {POLICY_TARGET_S:g} s a tick ({_verdict(summary['policy_target_met'])}). The steps are the "
-        "ones the tick's log line names.",
-        "",
-        "| tick | total | pairs reserved | runs requested | " + " | ".join(steps) + " |",
-        "|---|---:|---:|---:|" + "---:|" * len(steps),
-    ]
-    for label, tick in ticks:
-        cells = " | ".join(f"{tick['steps'][step]:.2f} s" if step in tick["steps"] else "" for step in steps)
-        lines.append(
-            f"| {label} | {tick['seconds']:.2f} s | {tick['pairs_reserved']:,} | {tick['runs_requested']:,} | {cells} |"
-        )
-    lines.append("")
-    if not summary["policy_target_met"]:
-        slowest = max((tick for _, tick in ticks), key=lambda tick: tick["seconds"])
-        step, seconds = max(slowest["steps"].items(), key=lambda item: item[1])
+    if not targets["first_under_2_s"]:
+        reading, inserting = search["rescan_s"], search["first_search_s"] - search["rescan_s"]
+        steps = {
+            "reading and measuring": f"one statement over every loaded place of the campaign's pairs "
+            f"({search['places_loaded']:,}): the haversine distance of each to the campaign's point, a window over "
+            "place ids to keep each business once, and an anti-join with the campaign's businesses",
+            "inserting": f"{search['first_search_added']:,} rows into campaign_businesses",
+        }
+        largest = "reading and measuring" if reading >= inserting else "inserting"
         lines += [
-            f"Missed by {slowest['seconds'] - POLICY_TARGET_S:.2f} s ({slowest['seconds'] / POLICY_TARGET_S:.2f}x "
-            f"the target). The largest step is {step}: {seconds:.2f} s"
-            + (f", {STEP_WORK[step]}." if step in STEP_WORK else "."),
+            f"The first search missed by {search['first_search_s'] / FIRST_SEARCH_TARGET_S:.2f}x. The same search "
+            f"after the campaign's targeting changed reads and measures everything again and inserts nothing "
+            f"({search['rescan_added']:,} added): {_seconds(reading)}, so about {_seconds(reading)} of the first "
+            f"search is reading and measuring and {_seconds(max(0.0, inserting))} inserting. The largest step is "
+            f"{largest}: {steps[largest]}.",
             "",
         ]
+    if not targets["nothing_new_under_50_ms"]:
+        lines += [
+            f"The search with nothing new missed by {search['next_search_s'] / NEXT_SEARCH_TARGET_S:.2f}x. It is "
+            "three short statements in one DuckDB transaction (the campaign's search state, the range of "
+            "place_imports landed since its last search, the search recorded); on DuckDB each transaction also "
+            "opens the store file under its lock.",
+            "",
+        ]
+    return lines
+
+
+def _tick_time(figures: dict) -> str:
+    return "raised" if "error" in figures else _seconds(figures["seconds"])
+
+
+def _scale_label(scale: dict) -> str:
+    backend = "PostgreSQL" if scale["backend"] == "postgres" else "DuckDB"
+    return f"{scale['campaigns']:,} on {backend}"
+
+
+def _tick_note(figures: dict) -> str:
+    """What the tick said: its skip message or the runs it asked for, without the steps (they have columns)."""
+    message = figures["skip_message"] or (figures["log"][0] if figures["log"] else "")
+    return message.split(" Tick ")[0].replace("|", "/")
+
+
+def _sensor_lines(results: dict, summary: dict) -> list[str]:
+    if "sensors" not in results:
+        return []
+    scales = results["sensors"]
+    rows = {(r["backend"], r["campaigns"], r["sensor"], r["tick"]): r for r in summary["ticks"]}
+    first = scales[0]
+    lines = [
+        f"## Sensor ticks at scale (measured {_when(results, 'sensors')})",
+        "",
+        f"Campaigns of {first['radius_km']} km with {first['categories_per_campaign']} random categories each, "
+        "placed at random between 50 S and 65 N, created through `Store.add_campaign`. Each sensor is the real "
+        "definition, evaluated as the code server evaluates it (`evaluate_tick` on a `build_sensor_context` with "
+        "the definitions' resources pointed at the store, on a real instance), timed whole. The runs a tick asks "
+        "for are created in the instance as the daemon does and left queued, so the next tick sees the queue as "
+        "it would be; the import sensor's next tick carries the first tick's cursor. A next tick is the median of "
+        f"{results['parameters'].get('tick_repeat', 1)} evaluations. Targets: the issue's on PostgreSQL "
+        f"(first tick at 1,000 under 5 s, next tick under 1 s at 1,000 and 5 s at 10,000); every other tick, "
+        f"DuckDB's included, under {NEAR_TIMEOUT_S:g} s, half of Dagster's 60 s sensor timeout.",
+        "",
+        "| campaigns | sensor | tick | time | target | runs asked for | pairs reserved | largest step | what it said |",
+        "|---|---|---|---:|---|---:|---:|---|---|",
+    ]
+    for scale in scales:
+        for tick in ("first", "next"):
+            for sensor, sensor_name in SENSOR_NAMES.items():
+                figures, row = (
+                    scale["ticks"][f"{sensor}_{tick}"],
+                    rows[(scale["backend"], scale["campaigns"], sensor, tick)],
+                )
+                if "error" in figures:
+                    lines.append(
+                        f"| {_scale_label(scale)} | {sensor_name} | {tick} | raised | under {row['target_s']:g} s: "
+                        f"MISSED | | | | {figures['error'][:300].replace('|', '/')} |"
+                    )
+                    continue
+                largest = f"{row['largest_step']} {_seconds(row['largest_step_s'])}" if row["largest_step"] else ""
+                pairs = f"{figures['pairs_reserved']:,}" if "pairs_reserved" in figures else ""
+                lines.append(
+                    f"| {_scale_label(scale)} | {sensor_name} | {tick} | {_seconds(figures['seconds'])} | "
+                    f"under {row['target_s']:g} s: {_verdict(row['met'])} | {figures['runs_requested']:,} | {pairs} | "
+                    f"{largest} | {_tick_note(figures)} |"
+                )
+    lines.append("")
+    for row in summary["ticks"]:
+        if not row["met"]:
+            lines.append(_missed_tick(row))
+            lines.append("")
+    steps = list(
+        dict.fromkeys(
+            step
+            for scale in scales
+            for t in ("first", "next")
+            for step in scale["ticks"][f"import_{t}"].get("steps", {})
+        )
+    )
+    lines += [
+        "### The import sensor's steps",
+        "",
+        'From the tick\'s own log line (StepClock); "outside" is the rest of the evaluation.',
+        "",
+        "| campaigns | tick | total | " + " | ".join(steps) + " | outside |",
+        "|---|---|---:|" + "---:|" * (len(steps) + 1),
+    ]
+    for scale in scales:
+        for tick in ("first", "next"):
+            figures = scale["ticks"][f"import_{tick}"]
+            if "error" in figures:
+                continue
+            cells = " | ".join(_seconds(figures["steps"][s]) if s in figures["steps"] else "" for s in steps)
+            outside = figures["seconds"] - sum(figures["steps"].values())
+            lines.append(
+                f"| {_scale_label(scale)} | {tick} | {_seconds(figures['seconds'])} | {cells} | {_seconds(outside)} |"
+            )
+    lines += ["", *_growth_lines(scales)]
+    return lines
+
+
+def _missed_tick(row: dict) -> str:
+    where = f"{SENSOR_NAMES[row['sensor']]}'s {row['tick']} tick at {row['campaigns']:,} campaigns ({row['backend']})"
+    if "error" in row:
+        return f"{where} raised {row['error']}"
+    missed = f"{where} missed by {row['seconds'] - row['target_s']:.2f} s ({row['seconds'] / row['target_s']:.2f}x)."
+    if row["largest_step"] is None:
+        return f"{missed} It names no steps; the tick is {SENSOR_WORK.get(row['sensor'], 'one evaluation')}."
+    work = STEP_WORK.get(row["largest_step"])
+    return f"{missed} The largest step is {row['largest_step']}, {_seconds(row['largest_step_s'])}" + (
+        f": {work}." if work else "."
+    )
+
+
+def _growth_lines(scales: list[dict]) -> list[str]:
+    """How a tick's cost grows with the campaigns, PostgreSQL: the table docs/scaling.md takes."""
+    postgres = [scale for scale in scales if scale["backend"] == "postgres"]
+    if len(postgres) < 2:
+        return []
+    lines = [
+        "### How a tick grows with the campaigns (PostgreSQL)",
+        "",
+        "| campaigns | "
+        + " | ".join(f"{sensor} {tick}" for tick in ("first", "next") for sensor in SENSOR_NAMES)
+        + " |",
+        "|---:|" + "---:|" * 4,
+    ]
+    for scale in postgres:
+        cells = " | ".join(
+            _tick_time(scale["ticks"][f"{sensor}_{tick}"]) for tick in ("first", "next") for sensor in SENSOR_NAMES
+        )
+        lines.append(f"| {scale['campaigns']:,} | {cells} |")
+    return [*lines, ""]
+
+
+def _search_runs_lines(results: dict, summary: dict) -> list[str]:
+    if "search_runs" not in results:
+        return []
+    pace = results["search_runs"]
+    lines = [
+        f"## Search runs asked for an hour (measured {_when(results, 'search_runs')})",
+        "",
+        f"The search sensor evaluated every {pace['tick_interval_s']} s of real time ({pace['ticks']} ticks, "
+        f"{pace['window_s'] / 60:g} minutes) over stores of pending campaigns ({pace['radius_km']} km, 5 categories, "
+        "nothing loaded, imports on), side by side. The sensor reads the clock itself, so time is not simulated; "
+        "between ticks every campaign a run names is searched as the run does first (`Store.add_campaign_businesses` "
+        "at that moment), as if each run finished within a tick. The first tick starts every campaign's day; the "
+        f"hourly rates are those of the ticks after it. Target: at most {SEARCH_RUNS_PER_TICK} runs a "
+        f"tick whatever the number of campaigns ({_verdict(summary['search_runs_target_met'])}).",
+        "",
+        "| campaigns | runs asked for | runs an hour | most runs in a tick | searches an hour | runs a tick |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
+    for scale in pace["scales"]:
+        lines.append(
+            f"| {scale['campaigns']:,} | {scale['runs']} | {scale['runs_per_hour']:.0f} | "
+            f"{max(scale['runs_per_tick'], default=0)} | {scale['searches_per_hour']:,.0f} | "
+            f"{' '.join(map(str, scale['runs_per_tick']))} |"
+        )
+    lines.append("")
+    for scale in pace["scales"]:
+        if "error" in scale:
+            lines += [f"At {scale['campaigns']:,} campaigns the sensor raised at {scale['error']}", ""]
+    return lines
+
+
+def _run_step(key: str) -> str:
+    # Dagster's event type values keep their old names (PIPELINE_START for a run's start).
+    return key.replace("pipeline_", "run_")
+
+
+def _step_label(step: str) -> str:
+    return step.replace("_to_", " to ").replace("_", " ")
+
+
+def _daemon_lines(results: dict, summary: dict) -> list[str]:
+    if "daemon" not in results:
+        return []
+    daemon = results["daemon"]
+    timeline = {_run_step(key): seconds for key, seconds in daemon["median_timeline_seconds"].items()}
+    lines = [
+        f"## Block import runs through the daemon (measured {_when(results, 'daemon')})",
+        "",
+        f"{daemon['runs']} block runs ({daemon['pairs_per_run']} pairs each) queued at once on a fresh instance with "
+        "the project's dagster.yaml (queued run coordinator, two import runs at a time) and served by a real "
+        "`dagster-daemon run` with the default launcher (a process per run), the store in DuckDB "
+        f"({daemon['pairs_loaded']:,} pairs loaded). {daemon['runs']} runs took {daemon['seconds']:g} s: "
+        f"**{daemon['block_runs_per_hour']:,} block runs an hour** (target at least {BLOCK_RUNS_PER_HOUR_TARGET:,}: "
+        f"{_verdict(summary['daemon_target_met'])}); at most {daemon['max_concurrent_import_runs']} ran at once. "
+        f"A run's median: {daemon['median_run_seconds']:g} s from starting to success, "
+        f"{daemon['median_queue_to_start_seconds']:g} s from queued to started.",
+        "",
+        "| step of a run (median) | seconds |",
+        "|---|---:|",
+        *(f"| {_step_label(step)} | {seconds:g} |" for step, seconds in timeline.items()),
+        "",
+    ]
+    if not summary["daemon_target_met"]:
+        # The queue wait is the other runs' time, not this run's: the largest of a run's own steps says why.
+        own = {step: seconds for step, seconds in timeline.items() if not step.startswith("run_enqueued")}
+        step, seconds = max(own.items(), key=lambda item: item[1])
+        lines += [
+            f"Missed by {BLOCK_RUNS_PER_HOUR_TARGET / daemon['block_runs_per_hour']:.2f}x: two slots at "
+            f"{BLOCK_RUNS_PER_HOUR_TARGET:,} an hour leave each run {2 * 3600 / BLOCK_RUNS_PER_HOUR_TARGET:.1f} s. The "
+            f"largest step of a run is {_step_label(step)}, {seconds:g} s: "
+            f"{TIMELINE_WORK.get(step, 'see the timeline')}.",
+            "",
+        ]
+    return lines
+
+
+def _glance_lines(results: dict, summary: dict) -> list[str]:
+    """Every target of the issue beside its figure."""
+    rows = [
+        (
+            f"{SENSOR_NAMES[r['sensor']]} {r['tick']} tick, {r['campaigns']:,} campaigns ({r['backend']})",
+            "raised" if "error" in r else _seconds(r["seconds"]),
+            f"under {r['target_s']:g} s",
+            r["met"],
+        )
+        for r in summary.get("ticks", [])
+        if r["backend"] == TARGET_BACKEND and (r["campaigns"], r["tick"]) in TICK_TARGETS_S
+    ]
+    timed = [r for r in summary.get("ticks", []) if "error" not in r]
+    if timed:
+        slowest = max(timed, key=lambda r: r["seconds"])
+        rows.append(
+            (
+                "slowest tick anywhere",
+                f"{_seconds(slowest['seconds'])} ({SENSOR_NAMES[slowest['sensor']]}, {slowest['campaigns']:,}, "
+                f"{slowest['backend']})",
+                f"under {NEAR_TIMEOUT_S:g} s",
+                slowest["seconds"] < NEAR_TIMEOUT_S,
+            )
+        )
+    if "search_runs" in results:
+        scales = results["search_runs"]["scales"]
+        rows.append(
+            (
+                "search runs asked for a tick, "
+                + " / ".join(f"{scale['campaigns']:,}" for scale in scales)
+                + " pending campaigns",
+                " / ".join(
+                    f"at most {max(scale['runs_per_tick'], default=0)} ({scale['runs_per_hour']:.0f} an hour)"
+                    for scale in scales
+                ),
+                f"at most {SEARCH_RUNS_PER_TICK}",
+                summary["search_runs_target_met"],
+            )
+        )
+    if "search" in results:
+        search, targets = results["search"], summary["search_targets"]
+        rows += [
+            (
+                f"first search adding {search['first_search_added']:,} businesses",
+                _seconds(search["first_search_s"]),
+                f"under {FIRST_SEARCH_TARGET_S:g} s",
+                targets["first_under_2_s"],
+            ),
+            (
+                f"search with nothing new, {search['places_loaded']:,} places loaded",
+                _seconds(search["next_search_s"]),
+                f"under {NEXT_SEARCH_TARGET_S * 1000:g} ms",
+                targets["nothing_new_under_50_ms"],
+            ),
+        ]
+    if "daemon" in results:
+        rows.append(
+            (
+                "block runs an hour through the daemon, two at a time",
+                f"{results['daemon']['block_runs_per_hour']:,}",
+                f"at least {BLOCK_RUNS_PER_HOUR_TARGET:,}",
+                summary["daemon_target_met"],
+            )
+        )
+    if not rows:
+        return []
+    return [
+        "## Targets at a glance",
+        "",
+        "| figure | measured | target | |",
+        "|---|---:|---|---|",
+        *(f"| {name} | {value} | {target} | {_verdict(met)} |" for name, value, target, met in rows),
+        "",
+    ]
+
+
+def write_results(results: dict, folder: Path) -> None:
+    """Write results.json and results.md into ``folder``."""
+    results = results | {"summary": summarise(results)}
+    (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    summary = results["summary"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `make bench` on {results['when']} ({results['machine']['cpus']} CPUs, "
+        f"{results['machine']['platform']}); each section says when it was measured (`python -m bench --only` "
+        "measures some parts and keeps the others' figures); every figure is in `results.json`. The machine is "
+        "shared with other work: figures that repeat are medians.",
+        "",
+        *_glance_lines(results, summary),
+    ]
+    if "cases" in results:
+        lines += _reader_lines(results, summary)
+    if "search" in results:
+        lines += _search_lines(results, summary)
+    lines += _sensor_lines(results, summary)
+    lines += _search_runs_lines(results, summary)
+    lines += _daemon_lines(results, summary)
     (folder / "results.md").write_text("\n".join(lines))

@@ -1,0 +1,238 @@
+"""Import runs through the real daemon: the project's dagster.yaml (queued run coordinator, two import runs at a
+time), the default run launcher (a fresh process per run), a DuckDB store; where each run's time goes.
+
+``python -m bench.daemon [--runs N] [--release-root PATH]`` prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import yaml
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+from nakodo_dagster import tags
+from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.overture.sample import write_sample_release
+from nakodo_dagster.placement import BLOCK_DEGREES, ImportRun, cell, import_runs
+from nakodo_dagster.store import Store, open_store
+
+PROJECT = Path(__file__).parents[1]
+MODULE = "nakodo_dagster.definitions"
+CATEGORIES = ("bakery", "cafe", "restaurant")
+# Western Europe, where the sample release's cities are: blocks row by row from its south-west corner.
+FIRST_BLOCK = (40.0, -6.0)
+BLOCKS_PER_ROW = 10
+# The steps of a run's life, in order; each figure is the median time from one to the next.
+TIMELINE = (
+    dg.DagsterEventType.RUN_ENQUEUED,
+    dg.DagsterEventType.RUN_STARTING,
+    dg.DagsterEventType.RUN_START,
+    dg.DagsterEventType.STEP_START,
+    # The op logs its materialisations and check evaluations at the end: from the first one on, the step only
+    # writes events.
+    dg.DagsterEventType.ASSET_MATERIALIZATION,
+    dg.DagsterEventType.STEP_SUCCESS,
+    dg.DagsterEventType.RUN_SUCCESS,
+)
+_FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+# A run should take seconds; a daemon that makes no progress for this long is broken, not slow.
+_STALL_SECONDS = 180
+
+
+def block_runs(count: int) -> list[ImportRun]:
+    """``count`` distinct 4 x 4 blocks, every cell missing CATEGORIES: one import run each."""
+    runs: list[ImportRun] = []
+    for number in range(count):
+        south = FIRST_BLOCK[0] + BLOCK_DEGREES * (number // BLOCKS_PER_ROW)
+        west = FIRST_BLOCK[1] + BLOCK_DEGREES * (number % BLOCKS_PER_ROW)
+        cells = {c.key: c for c in (cell(south + i / 2, west + j / 2) for i in range(4) for j in range(4))}
+        runs += import_runs({key: list(CATEGORIES) for key in cells}, cells)
+    return runs
+
+
+def _workspace(folder: Path) -> Path:
+    # The runs' working directory is the temporary folder: the release index they write lands there.
+    path = folder / "workspace.yaml"
+    path.write_text(
+        yaml.safe_dump({"load_from": [{"python_module": {"module_name": MODULE, "working_directory": str(folder)}}]})
+    )
+    return path
+
+
+@contextmanager
+def _daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    command = [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)]
+    with log.open("w") as out:
+        # A session of its own: stopping it stops the code server it started, and nothing else.
+        daemon = subprocess.Popen(
+            command, env=dict(environ), cwd=workspace.parent, stdout=out, stderr=out, start_new_session=True
+        )
+        try:
+            yield daemon
+        finally:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            try:
+                daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.pid, signal.SIGKILL)
+                daemon.wait()
+
+
+def _wait_for_queue_daemon(instance: dg.DagsterInstance, daemon: subprocess.Popen) -> None:
+    deadline = time.monotonic() + _STALL_SECONDS
+    while "QUEUED_RUN_COORDINATOR" not in instance.get_daemon_heartbeats():
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("dagster-daemon did not start its run queue; see daemon.log")
+        time.sleep(0.5)
+
+
+def _submit(instance: dg.DagsterInstance, workspace: Path, store: Store, runs: list[ImportRun]) -> list[str]:
+    """Reserve each run's pairs and queue it as the import sensor does: same job, config and tags."""
+    with WorkspaceProcessContext(instance, WorkspaceFileTarget([str(workspace)])) as process:
+        context = process.create_request_context()
+        (location,) = context.code_locations
+        remote_job = location.get_repository("__repository__").get_full_job(import_places.name)
+        run_ids = []
+        for run in runs:
+            stamp = store.force_request(run.pairs, datetime.now(UTC))
+            created = instance.create_run_for_job(
+                import_places,
+                run_config={"ops": {"import_block": {"config": run.payload()}}},
+                tags={**import_places.tags, tags.IMPORT_KEY: run.key, tags.STAMP: tags.stamp_tag(stamp)},
+                remote_job_origin=remote_job.get_remote_origin(),
+                job_code_origin=remote_job.get_python_origin(),
+            )
+            instance.submit_run(created.run_id, context)
+            run_ids.append(created.run_id)
+    return run_ids
+
+
+def _wait_for_runs(instance: dg.DagsterInstance, run_ids: list[str], daemon: subprocess.Popen) -> None:
+    done, last_progress = 0, time.monotonic()
+    while done < len(run_ids):
+        if daemon.poll() is not None:
+            raise RuntimeError("dagster-daemon exited while runs were queued; see daemon.log")
+        finished = instance.get_runs_count(dg.RunsFilter(run_ids=run_ids, statuses=list(_FINISHED)))
+        if finished > done:
+            done, last_progress = finished, time.monotonic()
+        elif time.monotonic() - last_progress > _STALL_SECONDS:
+            raise RuntimeError(f"no import run finished for {_STALL_SECONDS} s ({done} of {len(run_ids)} done)")
+        time.sleep(0.5)
+    failed = instance.get_runs(
+        dg.RunsFilter(run_ids=run_ids, statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])
+    )
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(run_ids)} import runs did not succeed, e.g. {failed[0].run_id}")
+
+
+def _timeline(instance: dg.DagsterInstance, run_id: str) -> dict[dg.DagsterEventType, float]:
+    first: dict[dg.DagsterEventType, float] = {}
+    for record in instance.get_records_for_run(run_id, of_type=set(TIMELINE), limit=None).records:
+        first.setdefault(record.event_log_entry.dagster_event_type, record.event_log_entry.timestamp)
+    return first
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    # +1 when a run leaves the queue (the daemon records it as starting), -1 when it ends; at the same instant
+    # an end sorts first.
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def measure_daemon(release_root: str, runs: int) -> dict:
+    """Queue ``runs`` block import runs on a fresh instance served by a real ``dagster-daemon run``, wait for all,
+    and report block runs an hour, the median run, queue wait and launch, each step of a run's timeline, and the
+    most import runs seen at once (the project's limit is two)."""
+    with tempfile.TemporaryDirectory(prefix="nakodo-daemon-") as tmp:
+        folder = Path(tmp)
+        home = folder / "dagster_home"
+        home.mkdir()
+        shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+        environ = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            "NAKODO_DATABASE": str(folder / "store.duckdb"),
+            "NAKODO_OVERTURE_ROOT": release_root,
+            "NAKODO_OVERTURE_RELEASE": "",
+        }
+        store = open_store(environ["NAKODO_DATABASE"])
+        store.migrate()
+        workspace = _workspace(folder)
+        work = block_runs(runs)
+        log = folder / "daemon.log"
+        with dg.DagsterInstance.from_config(str(home)) as instance, _daemon(workspace, environ, log) as daemon:
+            try:
+                _wait_for_queue_daemon(instance, daemon)
+                run_ids = _submit(instance, workspace, store, work)
+                _wait_for_runs(instance, run_ids, daemon)
+            except RuntimeError as error:
+                raise RuntimeError(f"{error}\n{log.read_text()[-3000:]}") from error
+            timelines = [_timeline(instance, run_id) for run_id in run_ids]
+        loaded = sum(
+            row.release != "requested" for row in store.import_rows({a for r in work for a in r.areas}, CATEGORIES)
+        )
+    enqueued = min(t[dg.DagsterEventType.RUN_ENQUEUED] for t in timelines)
+    ended = max(t[dg.DagsterEventType.RUN_SUCCESS] for t in timelines)
+    steps = {
+        f"{earlier.value.lower()}_to_{later.value.lower()}": _median([t[later] - t[earlier] for t in timelines])
+        for earlier, later in itertools.pairwise(TIMELINE)
+    }
+    return {
+        "runs": len(work),
+        "pairs_per_run": len(work[0].pairs),
+        "pairs_loaded": loaded,
+        "seconds": round(ended - enqueued, 1),
+        "block_runs_per_hour": round(len(work) * 3600 / (ended - enqueued)),
+        "median_run_seconds": _median(
+            [t[dg.DagsterEventType.RUN_SUCCESS] - t[dg.DagsterEventType.RUN_STARTING] for t in timelines]
+        ),
+        "median_queue_to_start_seconds": _median(
+            [t[dg.DagsterEventType.RUN_START] - t[dg.DagsterEventType.RUN_ENQUEUED] for t in timelines]
+        ),
+        "median_timeline_seconds": steps,
+        "max_concurrent_import_runs": _most_at_once(
+            [(t[dg.DagsterEventType.RUN_STARTING], t[dg.DagsterEventType.RUN_SUCCESS]) for t in timelines]
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.daemon", description=__doc__)
+    parser.add_argument("--runs", type=int, default=40, help="block import runs to queue (default 40)")
+    parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
+    args = parser.parse_args(argv)
+    if args.release_root:
+        print(json.dumps(measure_daemon(args.release_root, args.runs), indent=2))
+        return
+    with tempfile.TemporaryDirectory(prefix="nakodo-release-") as root:
+        write_sample_release(root, rows=200_000, seed=7, progress=False)
+        print(json.dumps(measure_daemon(root, args.runs), indent=2))
+
+
+if __name__ == "__main__":
+    main()
