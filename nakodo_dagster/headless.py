@@ -32,7 +32,8 @@ class SyncReport:
     imports_off: str | None = None
 
 
-def _apply_partitions(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+def register_partitions(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """Register the dynamic partitions a sensor evaluation asked for, as the daemon does with its result."""
     for request in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
 
@@ -73,7 +74,7 @@ def sync(
         )
         cursor = result.cursor
         requests = result.run_requests or []
-        _apply_partitions(instance, result)
+        register_partitions(instance, result)
         on_step(f"{len(requests)} import runs to execute", report)
         # One at a time: Dagster's in-process execution captures logs globally and is not safe across threads.
         for request in requests:

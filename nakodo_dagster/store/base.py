@@ -914,7 +914,7 @@ class Store(ABC):
         def work(tx: Transaction) -> tuple[int, int, int, list[tuple]]:
             tx.run(_CREATE_MISSING, **rule, **campaigns)
             [(missing_pairs, missing_runs)] = tx.rows(_MISSING_SUMMARY)
-            [(coming_pairs,)] = tx.rows(_COMING_PAIRS, requested=REQUESTED, coming_after=rule["coming_after"])
+            [(coming_pairs,)] = tx.rows(_COMING_PAIRS, **rule)
             reserved = (
                 tx.rows(_RESERVE_ADMITTED, **rule, stamp=now, force=False, max_runs=max_runs)
                 if max_runs and missing_pairs
@@ -929,17 +929,13 @@ class Store(ABC):
 
     def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
         """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""
-        campaigns = _campaign_filter(campaign_ids)
+        params = {**_rule(now), **_campaign_filter(campaign_ids)}
 
         def work(tx: Transaction) -> Needs:
-            rule = _rule(now)
-            tx.run(_CREATE_MISSING, **rule, **campaigns)
+            tx.run(_CREATE_MISSING, **params)
             missing = _by_area(tx.rows(_NEEDS_MISSING))
-            coming_after = rule["coming_after"]
-            coming = {
-                area for (area,) in tx.rows(_NEEDS_COMING, requested=REQUESTED, coming_after=coming_after, **campaigns)
-            }
-            [(arrived_at,)] = tx.rows(_NEEDS_ARRIVED_AT, requested=REQUESTED, **campaigns)
+            coming = {area for (area,) in tx.rows(_NEEDS_COMING, **params)}
+            [(arrived_at,)] = tx.rows(_NEEDS_ARRIVED_AT, **params)
             return Needs(missing, coming, arrived_at)
 
         return self._transact(work)
@@ -959,15 +955,8 @@ class Store(ABC):
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
         """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how
         many marks carry each."""
-        rows = self._transact(
-            lambda tx: tx.rows(
-                _AWAITING_RUN,
-                requested=REQUESTED,
-                coming_after=Cutoffs.at(now).coming_after,
-                launched_before=now - timedelta(minutes=LAUNCH_GRACE_MINUTES),
-            )
-        )
-        return dict(rows)
+        launched_before = now - timedelta(minutes=LAUNCH_GRACE_MINUTES)
+        return dict(self._transact(lambda tx: tx.rows(_AWAITING_RUN, **_rule(now), launched_before=launched_before)))
 
     def marks_stamped(self, stamp: datetime) -> list[tuple[str, str]]:
         """The pairs whose mark carries exactly this stamp."""
@@ -1018,13 +1007,7 @@ class Store(ABC):
         """
         area = parse_area_key(area).key
         (category,) = check_categories([category])
-        rows = self._rows_changing_needs(
-            _FORGET_FAILED_IMPORT,
-            area=area,
-            category=category,
-            requested=REQUESTED,
-            coming_after=Cutoffs.at(now).coming_after,
-        )
+        rows = self._rows_changing_needs(_FORGET_FAILED_IMPORT, area=area, category=category, **_rule(now))
         return PlaceImport(*rows[0]) if rows else None
 
     def import_status(self, now: datetime) -> list[ImportStatus]:
@@ -1193,14 +1176,12 @@ class Store(ABC):
             else:
                 changed = [row[0] for row in tx.rows(_CHANGED_CAMPAIGNS, **_rule_since(since, now))]
                 campaigns = _campaign_filter(changed)
-            recounted = 0
             if everyone or campaigns["campaign_ids"]:
                 tx.run(_KEEP_PROGRESS, **_rule(now), **campaigns)
-                recounted = -1 if everyone else len(campaigns["campaign_ids"])
-            return [SearchProgress(*row) for row in tx.rows(_KEPT_PROGRESS)], recounted
+            progress = [SearchProgress(*row) for row in tx.rows(_KEPT_PROGRESS)]
+            return progress, len(progress) if everyone else len(campaigns["campaign_ids"])
 
-        progress, recounted = self._transact(work)
-        return progress, len(progress) if recounted < 0 else recounted
+        return self._transact(work)
 
     def request_searches(self, campaign_ids: Iterable[int], new_windows: Iterable[int], now: datetime) -> None:
         """Note that these campaigns' searches were asked for at ``now``; those in ``new_windows`` begin a new

@@ -20,6 +20,7 @@ from nakodo_dagster.assets.coverage import (
     places_coverage_sensor,
 )
 from nakodo_dagster.assets.places import PLACES, import_places, places
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource
@@ -43,8 +44,7 @@ def _broken_root(tmp_path: Path) -> str:
 def _import(instance: dg.DagsterInstance, resources: dict, broken: dict) -> set[tuple[str, str]]:
     """One import sensor tick; Leeds' run fails on a broken release, Paris' loads. Returns Leeds' pairs."""
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
     leeds: set[tuple[str, str]] = set()
     for request in ticked.run_requests:
         config = request.run_config["ops"]["import_block"]["config"]

@@ -13,7 +13,7 @@ from overture_helpers import expected_rows
 
 from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search, search_campaigns_job
 from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS, import_places
-from nakodo_dagster.headless import sync
+from nakodo_dagster.headless import register_partitions, sync
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import search_sensor
@@ -61,8 +61,7 @@ def test_ticks_runs_and_searches_give_each_campaign_its_businesses(instance, res
     swiss = store.add_campaign("Swiss", SWISS)
 
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
     for request in ticked.run_requests:
         run = import_places.execute_in_process(
             run_config=request.run_config, instance=instance, tags=request.tags, resources=resources
@@ -78,8 +77,7 @@ def test_ticks_runs_and_searches_give_each_campaign_its_businesses(instance, res
     assert {(r.area, r.category) for r in imported if r.release == RELEASE} >= {tuple(p.split("|")) for p in pairs}
 
     searched = search_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in searched.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, searched)
     [request] = searched.run_requests
     batch = search_campaigns_job.execute_in_process(
         run_config=request.run_config, instance=instance, resources=resources
@@ -138,8 +136,7 @@ def test_a_failed_import_shows_failed_stops_the_wait_and_is_not_retried(instance
     store = resources["store"].store
     campaign = store.add_campaign("Leeds", LEEDS)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
 
     outcomes = [
         import_places.execute_in_process(

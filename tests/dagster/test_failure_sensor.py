@@ -22,6 +22,7 @@ from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.partitions import AREA, CATEGORY
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
@@ -45,8 +46,7 @@ def _states(store: Store, pairs: Iterable[Pair]) -> dict[Pair, str]:
 
 def _request(instance: dg.DagsterInstance, resources: dict) -> dg.RunRequest:
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
     return ticked.run_requests[0]
 
 
@@ -59,7 +59,9 @@ def _status_event(instance: dg.DagsterInstance, run_id: str, event_type: dg.Dags
     return record.event_log_entry.dagster_event
 
 
-def _fail_as_run_monitoring_does(instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun) -> None:
+def _fail_as_run_monitoring_does(
+    instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun
+) -> dg.SkipReason | None:
     """What run monitoring records when a run's worker was killed, then one evaluation of the failure sensor."""
     instance.report_run_failed(run)
     context = dg.build_run_status_sensor_context(
@@ -69,7 +71,7 @@ def _fail_as_run_monitoring_does(instance: dg.DagsterInstance, resources: dict, 
         dagster_run=instance.get_run_by_id(run.run_id),
         resources=resources,
     ).for_run_failure()
-    import_failure_sensor(context)
+    return import_failure_sensor(context)
 
 
 def test_a_killed_import_run_stops_the_wait(instance, resources):
@@ -263,15 +265,7 @@ def test_runs_that_are_not_imports_are_left_alone(instance, resources, status):
 
     run = instance.create_run_for_job(not_an_import)
     if status == dg.DagsterRunStatus.FAILURE:
-        instance.report_run_failed(run)
-        context = dg.build_run_status_sensor_context(
-            sensor_name=import_failure_sensor.name,
-            dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_FAILURE),
-            dagster_instance=instance,
-            dagster_run=instance.get_run_by_id(run.run_id),
-            resources=resources,
-        ).for_run_failure()
-        skipped = import_failure_sensor(context)
+        skipped = _fail_as_run_monitoring_does(instance, resources, run)
     else:
         instance.report_run_canceled(run)
         skipped = import_cancel_sensor(

@@ -10,6 +10,7 @@ import pytest
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.placement import (
     LAUNCH_GRACE_MINUTES,
     REQUESTED,
@@ -121,8 +122,7 @@ def test_identical_work_is_not_launched_twice_within_two_hours(instance, resourc
 def test_only_new_partitions_are_registered(instance, resources):
     store = resources["store"].store
     store.add_campaign("Leeds", LEEDS)
-    for request in tick(instance, resources).dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, tick(instance, resources))
     store.add_campaign("Leeds bakeries", Targeting(LEEDS.locations, ("bakery",)))
 
     result = tick(instance, resources)

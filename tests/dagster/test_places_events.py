@@ -11,6 +11,7 @@ import pyarrow as pa
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS, PLACES_INSIDE_THEIR_AREA, import_events, import_places
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports import ImportOutcome, pair_reports
 from nakodo_dagster.overture.reader import PLACES_SCHEMA, ReadResult, ReadStats
 from nakodo_dagster.placement import PointLocation, Targeting, cell, country_area, import_runs
@@ -76,8 +77,7 @@ def test_a_run_writes_two_events_per_pair_and_metadata_without_nulls(instance, r
     store.add_campaign("Leeds", LEEDS)
     store.add_campaign("Ocean", OCEAN)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
 
     materialised: dict[str, dg.AssetMaterialization] = {}
     for request in ticked.run_requests:

@@ -11,6 +11,7 @@ from dagster._core.storage.partition_status_cache import get_and_update_asset_st
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.assets.places import PLACES, import_places, places
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource
@@ -69,8 +70,7 @@ def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_l
     store.add_campaign("Leeds", LEEDS)
     store.add_campaign("Paris", PARIS)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
     by_box = {tuple(r.run_config["ops"]["import_block"]["config"]["bbox"])[1] > 50: r for r in ticked.run_requests}
     leeds, paris = by_box[True], by_box[False]
     leeds_pairs = {str(places_partition(a, c)) for a, c in leeds.run_config["ops"]["import_block"]["config"]["pairs"]}
@@ -143,8 +143,7 @@ def test_a_failed_re_import_by_hand_shows_its_partition_failed(instance, resourc
 def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):
     resources["store"].store.add_campaign("Paris", PARIS)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    for request in ticked.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, ticked)
     (request,) = ticked.run_requests
     broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
     failed = import_places.execute_in_process(

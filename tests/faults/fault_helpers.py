@@ -10,6 +10,7 @@ import dagster as dg
 
 from nakodo_dagster.assets.campaign_search import campaign_progress
 from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.placement import REQUESTED, Targeting, areas_for
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -22,8 +23,7 @@ def tick(instance: dg.DagsterInstance, resources: dict) -> dg.SensorResult:
     """One evaluation of the import sensor, its new partitions registered as the daemon would."""
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         result = import_sensor(context)
-    for request in result.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    register_partitions(instance, result)
     return result
 
 

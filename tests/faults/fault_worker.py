@@ -69,15 +69,15 @@ def daemon(args: dict) -> list:
     import dagster as dg
 
     from nakodo_dagster.assets.places import import_places
+    from nakodo_dagster.headless import register_partitions
     from nakodo_dagster.sensors.import_sensor import import_sensor
 
     resources = _resources(args)
     imported = []
     with dg.instance_for_test() as instance:
         ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-        for request in getattr(ticked, "dynamic_partitions_requests", None) or []:
-            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-        for request in getattr(ticked, "run_requests", None) or []:
+        register_partitions(instance, ticked)
+        for request in ticked.run_requests or []:
             result = import_places.execute_in_process(
                 run_config=request.run_config, tags=request.tags, instance=instance, resources=resources
             )
