@@ -18,7 +18,7 @@ from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_reques
 from nakodo_dagster.placement import REQUESTED, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, Store
-from nakodo_dagster.store.base import SearchProgress
+from nakodo_dagster.store.models import SearchProgress
 
 CAMPAIGN_SEARCH = dg.AssetKey("campaign_search")
 # The nearest businesses a map draws: beyond this the dots are a blot, and reading them all back cost seconds.

@@ -19,7 +19,7 @@ from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES
 from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import FRESH_DAYS, REQUESTED, RETRY_DAYS
 from nakodo_dagster.resources import StoreResource
-from nakodo_dagster.store.base import Coverage, NeededPair
+from nakodo_dagster.store.models import Coverage, NeededPair
 
 # The pairs of each state the store lists; the counts are always whole.
 LISTED_PAIRS = 10

@@ -10,7 +10,8 @@ from nakodo_dagster.assets.campaign_search import search_campaigns_job, search_r
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store.base import COMMIT_OVERLAP, SearchProgress
+from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.store.models import SearchProgress
 
 FIRST_OF_THE_DAY = "first search of the day"
 # A search asked for and not yet begun is left alone this long before it is asked for again: longer than a batch

@@ -6,17 +6,17 @@ Call ``migrate()`` once before use: ``open_store`` itself touches nothing.
 from __future__ import annotations
 
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.store.base import (
+from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.duckdb_store import DuckDBStore, StoreLocked
+from nakodo_dagster.store.models import (
     Campaign,
     ImportStatus,
     PlaceName,
     Reservation,
-    Store,
     check_campaign_name,
     targeting_from_json,
     targeting_to_json,
 )
-from nakodo_dagster.store.duckdb_store import DuckDBStore, StoreLocked
 from nakodo_dagster.store.postgres_store import PostgresStore
 
 __all__ = [

@@ -24,9 +24,9 @@ _COPY_BATCH_ROWS = 50_000
 
 
 @cache
-def _pyformat(sql: str) -> str:
+def _pyformat(statement: str) -> str:
     """``$name`` placeholders as psycopg2's ``%(name)s``; a literal % is doubled."""
-    return re.sub(r"\$([A-Za-z_]\w*)", r"%(\1)s", sql.replace("%", "%%"))
+    return re.sub(r"\$([A-Za-z_]\w*)", r"%(\1)s", statement.replace("%", "%%"))
 
 
 def _array_text(values: list) -> str:
@@ -42,11 +42,11 @@ def _array_text(values: list) -> str:
 
 
 class _PostgresTransaction(Transaction):
-    def _translate(self, sql: str) -> str:
-        return _pyformat(sql)
+    def _translate(self, statement: str) -> str:
+        return _pyformat(statement)
 
-    def run(self, sql: str, **params: Any) -> None:
-        super().run(sql, **{name: _array_text(v) if isinstance(v, list) else v for name, v in params.items()})
+    def run(self, statement: str, **params: Any) -> None:
+        super().run(statement, **{name: _array_text(v) if isinstance(v, list) else v for name, v in params.items()})
 
     def load_incoming_places(self, places: pa.Table) -> None:
         options = pyarrow.csv.WriteOptions(include_header=False)

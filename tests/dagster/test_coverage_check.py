@@ -26,7 +26,7 @@ from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
-from nakodo_dagster.store.base import Coverage, NeededPair
+from nakodo_dagster.store.models import Coverage, NeededPair
 
 # Leeds' cafes and pubs (two cells), Paris' bakeries (one cell): 5 pairs needed, 3 areas x 3 categories registered.
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe", "pub"))

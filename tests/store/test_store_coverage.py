@@ -18,7 +18,7 @@ from nakodo_dagster.placement import (
     areas_for,
 )
 from nakodo_dagster.store import Store
-from nakodo_dagster.store.base import NeededPair
+from nakodo_dagster.store.models import NeededPair
 
 # A 2 km circle inside one cell: one area, so each category is exactly one pair.
 LEEDS = PointLocation(53.75, -1.75, 2)

@@ -1,0 +1,446 @@
+"""The store's SQL, each statement written once with ``$name`` parameters in SQL both DuckDB and PostgreSQL accept.
+
+The freshness rule is ``pair_state``, built from placement.Cutoffs; ``Store`` passes each statement only the
+parameters it names.
+"""
+
+from __future__ import annotations
+
+# Mean Earth radius (IUGG): haversine on this sphere is within about 0.5 % of the WGS84 geodesic.
+EARTH_RADIUS_KM = 6371.0088
+
+# The columns write_import takes from the reader's table, any others ignored. websites and phones: lists of
+# strings (stored as JSON text) or JSON text already; address: one formatted line, or a struct kept as JSON.
+INCOMING_COLUMNS = (
+    "id",
+    "area",
+    "category",
+    "name",
+    "lat",
+    "lng",
+    "confidence",
+    "address",
+    "country",
+    "websites",
+    "phones",
+)
+TEXT_OR_JSON_COLUMNS = ("address", "websites", "phones")
+RESULT_COLUMNS = ("id", "name", "category", "lat", "lng", "distance_km", "address", "websites", "phones", "country")
+
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+
+# A list of (area, category) pairs as two arrays zipped in one SELECT: one parameter, whatever the count.
+PAIRS = "(SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category)"
+
+IMPORT_ROWS = """
+SELECT area, category, release, rows, imported_at FROM place_imports
+WHERE area IN (SELECT unnest($areas::TEXT[])) AND category IN (SELECT unnest($categories::TEXT[]))
+"""
+
+
+def pair_state(row: str) -> str:
+    """placement.Cutoffs in SQL, for the place_imports columns of ``row`` (a table name of this module, never
+    user text): the one rule for fresh, on its way, failed and missing; no row at all is missing."""
+    return f"""CASE
+        WHEN {row}.release IS NULL THEN 'missing'
+        WHEN {row}.release <> $requested THEN CASE WHEN {row}.imported_at > $fresh_after THEN 'fresh' ELSE 'missing' END
+        WHEN {row}.imported_at > $coming_after THEN 'coming'
+        WHEN {row}.imported_at > $retry_after THEN 'failed'
+        ELSE 'missing'
+    END"""
+
+
+# The compare and set: whatever comes back is ours to import, and nothing else is. The WHERE restates the
+# rule from the other side (only a missing pair is taken over); $force is the analyst's deliberate override.
+ON_CONFLICT_MISSING = f"""
+ON CONFLICT (area, category) DO UPDATE
+SET release = excluded.release, rows = 0, imported_at = excluded.imported_at
+WHERE $force OR {pair_state("place_imports")} = 'missing'
+RETURNING area, category
+"""
+
+# Sorted so that two PostgreSQL callers lock overlapping rows in the same order and never deadlock.
+MARK = f"""
+INSERT INTO place_imports (area, category, release, rows, imported_at)
+SELECT area, category, $requested, 0, $stamp FROM {PAIRS} AS wanted
+ORDER BY area, category
+{ON_CONFLICT_MISSING}
+"""
+
+# The campaigns' kept areas times their categories: every active campaign ($everyone), or exactly the campaigns
+# named (a sync of one campaign, paused or not).
+CAMPAIGN_PAIRS = """
+FROM campaigns AS c
+JOIN campaign_areas AS ca ON ca.campaign_id = c.id
+JOIN campaign_categories AS cc ON cc.campaign_id = c.id
+LEFT JOIN place_imports ON place_imports.area = ca.area AND place_imports.category = cc.category
+WHERE (($everyone AND c.status = 'active') OR c.id IN (SELECT unnest($campaign_ids::INTEGER[])))
+"""
+
+# The missing pairs, with the import run (block) that reads each and the oldest campaign asking for it. Merged
+# after the anti-join, so that a tick sorts only what is missing, not every campaign's pairs.
+CREATE_MISSING = f"""
+CREATE TEMP TABLE missing_pairs AS
+SELECT ca.area, cc.category, min(ca.block) AS block, min(c.id) AS first_campaign
+{CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
+GROUP BY ca.area, cc.category
+"""
+
+MISSING_SUMMARY = "SELECT count(*), count(DISTINCT block) FROM missing_pairs"
+
+# Marks on their way, found through the imported_at index rather than by joining every campaign's pairs.
+COMING_PAIRS = "SELECT count(*) FROM place_imports WHERE release = $requested AND imported_at > $coming_after"
+
+# Admission: only the missing pairs of the first $max_runs runs, oldest campaign first, are marked; the rest
+# stays missing and is asked for by a later tick.
+RESERVE_ADMITTED = f"""
+INSERT INTO place_imports (area, category, release, rows, imported_at)
+SELECT area, category, $requested, 0, $stamp FROM missing_pairs
+WHERE block IN (SELECT block FROM missing_pairs GROUP BY block ORDER BY min(first_campaign), block LIMIT $max_runs)
+ORDER BY area, category
+{ON_CONFLICT_MISSING}
+"""
+
+NEEDS_MISSING = "SELECT area, category FROM missing_pairs ORDER BY area, category"
+NEEDS_COMING = f"""
+SELECT DISTINCT ca.area {CAMPAIGN_PAIRS}
+AND place_imports.release = $requested AND place_imports.imported_at > $coming_after
+"""
+NEEDS_ARRIVED_AT = f"SELECT max(place_imports.imported_at) {CAMPAIGN_PAIRS} AND place_imports.release <> $requested"
+
+# Marks a run should exist for by now, by stamp: younger than the launch grace the run may still be being
+# launched; from IMPORT_HOURS on a mark reads as failed and nobody waits on it.
+AWAITING_RUN = """
+SELECT imported_at, count(*) FROM place_imports
+WHERE release = $requested AND imported_at > $coming_after AND imported_at <= $launched_before
+GROUP BY imported_at ORDER BY imported_at
+"""
+
+STAMPED = "SELECT area, category FROM place_imports WHERE release = $requested AND imported_at = $stamp"
+
+# Kept monotonic: a change noted by a slow transaction never hides a later one.
+NOTE_NEEDS_CHANGED = """
+INSERT INTO needs_changes (id, changed_at) VALUES (1, $changed_at)
+ON CONFLICT (id) DO UPDATE SET changed_at = greatest(needs_changes.changed_at, excluded.changed_at)
+"""
+
+NEEDS_CHANGED_SINCE = "SELECT count(*) FROM needs_changes WHERE changed_at > $since"
+
+# A real release or a failed mark that aged into missing since $since: the other ways a pair becomes missing
+# (a new campaign, a mark taken back) are noted in needs_changes.
+AGED_INTO_MISSING = """
+SELECT count(*) FROM (
+    SELECT 1 FROM place_imports
+    WHERE (release <> $requested AND imported_at > $fresh_after_then AND imported_at <= $fresh_after)
+       OR (release = $requested AND imported_at > $retry_after_then AND imported_at <= $retry_after)
+    LIMIT 1
+) AS aged
+"""
+
+# Keyed on the exact stamp this caller wrote: never another caller's mark, even on the same pair.
+TAKE_BACK = f"""
+DELETE FROM place_imports USING {PAIRS} AS pair
+WHERE place_imports.area = pair.area AND place_imports.category = pair.category
+  AND place_imports.release = $requested AND place_imports.imported_at = $stamp
+RETURNING place_imports.area
+"""
+
+# Keyed, like the take-back, on the run's exact stamp: an analyst's or a newer tick's mark on the same pair is
+# another import on its way and stays as it is.
+MARK_FAILED = f"""
+UPDATE place_imports SET imported_at = $failed_at FROM {PAIRS} AS pair
+WHERE place_imports.area = pair.area AND place_imports.category = pair.category
+  AND place_imports.release = $requested AND place_imports.imported_at = $stamp
+  AND place_imports.imported_at > $failed_at
+RETURNING place_imports.area
+"""
+
+DELETE_PLACES = f"""
+DELETE FROM places USING {PAIRS} AS pair
+WHERE places.area = pair.area AND places.category = pair.category
+"""
+
+CREATE_INCOMING = """
+CREATE TEMP TABLE incoming_places (
+    id TEXT, area TEXT, category TEXT, name TEXT, lat DOUBLE PRECISION, lng DOUBLE PRECISION,
+    confidence DOUBLE PRECISION, address TEXT, country TEXT, websites TEXT, phones TEXT
+)
+"""
+
+# The join on the run's pairs is what keeps a run from writing a pair somebody else reserved.
+INSERT_PLACES = f"""
+INSERT INTO places (area, category, id, name, lat, lng, confidence, address, country, websites, phones, release)
+SELECT i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites,
+       i.phones, $release
+FROM incoming_places AS i JOIN {PAIRS} AS pair ON pair.area = i.area AND pair.category = i.category
+"""
+
+# Every pair is recorded, with zero rows if need be: "this area has no cafes" is a result.
+RECORD_IMPORTS = f"""
+INSERT INTO place_imports (area, category, release, rows, imported_at)
+SELECT pair.area, pair.category, $release, count(i.id), $now
+FROM {PAIRS} AS pair
+LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.category
+GROUP BY pair.area, pair.category
+ORDER BY pair.area, pair.category
+ON CONFLICT (area, category) DO UPDATE
+SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imported_at
+RETURNING area, category, rows
+"""
+
+STAMP_IMPORTS = f"""
+UPDATE place_imports SET imported_at = $committed_at FROM {PAIRS} AS pair
+WHERE place_imports.area = pair.area AND place_imports.category = pair.category
+"""
+
+COUNT_PLACES = f"""
+SELECT places.area, places.category, count(*)
+FROM places JOIN {PAIRS} AS pair ON places.area = pair.area AND places.category = pair.category
+GROUP BY places.area, places.category
+"""
+
+CAMPAIGN_COLUMNS = "id, name, targeting, status, created_at"
+
+SEARCH_STATE = """
+SELECT c.targeting, s.searched_targeting, s.searched_through, s.businesses
+FROM campaigns AS c LEFT JOIN campaign_searches AS s ON s.campaign_id = c.id
+WHERE c.id = $campaign_id
+"""
+
+# The campaign's pairs loaded since $since, through the index on imported_at: with nothing new this is one short
+# range scan, whatever is loaded.
+LANDED_PAIRS = """
+SELECT pi.area, pi.category, cc.rank
+FROM place_imports AS pi
+JOIN campaign_areas AS ca ON ca.area = pi.area AND ca.campaign_id = $campaign_id
+JOIN campaign_categories AS cc ON cc.category = pi.category AND cc.campaign_id = $campaign_id
+WHERE pi.imported_at > $since AND pi.release <> $requested
+"""
+
+
+def haversine_km(point: int) -> str:
+    """Haversine from a place ``p`` to the campaign's point number ``point`` (parameters $lat_N, $lng_N)."""
+    lat, lng = f"$lat_{point}", f"$lng_{point}"
+    return f"""2 * {EARTH_RADIUS_KM} * asin(sqrt(least(CAST(1 AS FLOAT8),
+        power(sin(radians({lat} - p.lat) / 2), 2)
+        + cos(radians(p.lat)) * cos(radians({lat})) * power(sin(radians({lng} - p.lng) / 2), 2))))"""
+
+
+def find_businesses(points: int) -> str:
+    """The landed pairs' places the campaign wants and has not got, into the temp table found_businesses.
+
+    Distance to the nearest point location whose radius holds the place, in one pass over the places: one term
+    per point (a campaign has a handful), where a join with the points and a grouping back cost three times as
+    much at a million places. A country location matches a place its country's import read (area country:CC)
+    with that address country. A place of several wanted categories is kept once, under the campaign's first.
+    """
+    km = ", ".join(f"{haversine_km(i)} AS km_{i}" for i in range(points))
+    within = ", ".join(f"CASE WHEN km_{i} <= $radius_{i} THEN km_{i} END" for i in range(points))
+    return f"""
+CREATE TEMP TABLE found_businesses AS
+WITH pair AS (
+    SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category,
+           unnest($ranks::INTEGER[]) AS rank
+),
+measured AS (
+    SELECT p.id, p.name, p.category, p.lat, p.lng, p.address, p.websites, p.phones, p.country, p.area, pair.rank
+           {", " + km if points else ""}
+    FROM pair JOIN places AS p ON p.area = pair.area AND p.category = pair.category
+),
+matched AS (
+    SELECT *, {f"least({within})" if points else "CAST(NULL AS FLOAT8)"} AS distance_km FROM measured
+),
+ranked AS (
+    SELECT id, name, category, lat, lng, distance_km, address, websites, phones, country,
+           row_number() OVER (PARTITION BY id ORDER BY rank, distance_km NULLS LAST, area) AS choice
+    FROM matched
+    WHERE distance_km IS NOT NULL
+       OR (area = 'country:' || country AND country IN (SELECT unnest($countries::TEXT[])))
+)
+SELECT id, name, category, lat, lng, distance_km, address, websites, phones, country FROM ranked
+WHERE choice = 1 AND NOT EXISTS (
+    SELECT 1 FROM campaign_businesses AS b WHERE b.campaign_id = $campaign_id AND b.place_id = ranked.id
+)
+"""
+
+
+# Unordered: results are sorted when read, and sorting 600,000 rows here cost a second. The conflict clause is for
+# a search of the same campaign committing meanwhile (PostgreSQL); the first to add a business keeps it.
+ADD_FOUND_BUSINESSES = """
+INSERT INTO campaign_businesses (
+    campaign_id, place_id, name, category, lat, lng, distance_km, address, websites, phones, country, added_at
+)
+SELECT $campaign_id, id, name, category, lat, lng, distance_km, address, websites, phones, country, $now
+FROM found_businesses
+ON CONFLICT (campaign_id, place_id) DO NOTHING
+"""
+
+COUNT_FOUND = "SELECT count(*) FROM found_businesses"
+COUNT_BUSINESSES = "SELECT count(*) FROM campaign_businesses WHERE campaign_id = $campaign_id"
+
+RECORD_SEARCH = """
+INSERT INTO campaign_searches (campaign_id, searched_at, searched_through, searched_targeting, businesses)
+VALUES ($campaign_id, $now, $through, $targeting, $businesses)
+ON CONFLICT (campaign_id) DO UPDATE
+SET searched_at = excluded.searched_at, searched_through = excluded.searched_through,
+    searched_targeting = excluded.searched_targeting, businesses = excluded.businesses
+"""
+
+# Every chosen campaign's areas by the state the map colours them with (on its way, then missing, then failed,
+# else loaded), with the newest real import among its pairs, beside its search's times. One statement for all.
+PROGRESS_COUNTS = f"""
+WITH chosen AS (
+    SELECT id FROM campaigns
+    WHERE ($everyone AND status = 'active') OR id IN (SELECT unnest($campaign_ids::INTEGER[]))
+),
+pair_states AS (
+    SELECT ca.campaign_id, ca.area, {pair_state("place_imports")} AS state,
+           CASE WHEN place_imports.release <> $requested THEN place_imports.imported_at END AS landed_at
+    FROM chosen
+    JOIN campaign_areas AS ca ON ca.campaign_id = chosen.id
+    JOIN campaign_categories AS cc ON cc.campaign_id = chosen.id
+    LEFT JOIN place_imports ON place_imports.area = ca.area AND place_imports.category = cc.category
+),
+area_states AS (
+    SELECT campaign_id, area, bool_or(state = 'coming') AS coming, bool_or(state = 'missing') AS missing,
+           bool_or(state = 'failed') AS failed, max(landed_at) AS landed_at
+    FROM pair_states GROUP BY campaign_id, area
+)
+SELECT chosen.id AS campaign_id, count(a.area) AS areas,
+       count(a.area) FILTER (WHERE a.coming) AS coming,
+       count(a.area) FILTER (WHERE a.missing AND NOT a.coming) AS missing,
+       count(a.area) FILTER (WHERE a.missing) AS not_loaded,
+       count(a.area) FILTER (WHERE a.failed AND NOT a.coming AND NOT a.missing) AS failed,
+       max(a.landed_at) AS arrived_at
+FROM chosen
+LEFT JOIN area_states AS a ON a.campaign_id = chosen.id
+GROUP BY chosen.id
+"""
+
+
+PROGRESS_COLUMNS = "campaign_id, areas, coming, missing, not_loaded, failed, arrived_at"
+
+SEARCH_PROGRESS = f"""
+SELECT counts.campaign_id, c.name, counts.areas, counts.coming, counts.missing, counts.not_loaded, counts.failed,
+       counts.arrived_at, s.window_start, s.requested_at, s.searched_at
+FROM ({PROGRESS_COUNTS}) AS counts
+JOIN campaigns AS c ON c.id = counts.campaign_id
+LEFT JOIN campaign_searches AS s ON s.campaign_id = counts.campaign_id
+ORDER BY counts.campaign_id
+"""
+
+# Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
+KEEP_PROGRESS = f"""
+INSERT INTO campaign_progress ({PROGRESS_COLUMNS})
+SELECT {PROGRESS_COLUMNS} FROM ({PROGRESS_COUNTS}) AS counts ORDER BY campaign_id
+ON CONFLICT (campaign_id) DO UPDATE
+SET areas = excluded.areas, coming = excluded.coming, missing = excluded.missing,
+    not_loaded = excluded.not_loaded, failed = excluded.failed, arrived_at = excluded.arrived_at
+"""
+
+FORGET_INACTIVE_PROGRESS = """
+DELETE FROM campaign_progress WHERE campaign_id IN (SELECT id FROM campaigns WHERE status <> 'active')
+"""
+
+KEPT_PROGRESS = """
+SELECT p.campaign_id, c.name, p.areas, p.coming, p.missing, p.not_loaded, p.failed, p.arrived_at,
+       s.window_start, s.requested_at, s.searched_at
+FROM campaign_progress AS p
+JOIN campaigns AS c ON c.id = p.campaign_id AND c.status = 'active'
+LEFT JOIN campaign_searches AS s ON s.campaign_id = p.campaign_id
+ORDER BY p.campaign_id
+"""
+
+# The campaigns holding a pair that was asked for or loaded since $since, or that crossed one of the freshness
+# boundaries since then (placement.Cutoffs at $since, the *_then parameters, and at now): through the index on
+# imported_at, so a tick reads what changed, not every campaign's pairs.
+CHANGED_CAMPAIGNS = """
+SELECT DISTINCT ca.campaign_id
+FROM place_imports AS pi
+JOIN campaign_areas AS ca ON ca.area = pi.area
+JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = pi.category
+WHERE pi.imported_at > $since
+   OR (pi.imported_at > $fresh_after_then AND pi.imported_at <= $fresh_after)
+   OR (pi.imported_at > $coming_after_then AND pi.imported_at <= $coming_after)
+   OR (pi.imported_at > $retry_after_then AND pi.imported_at <= $retry_after)
+"""
+
+# Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
+REQUEST_SEARCHES = """
+INSERT INTO campaign_searches (campaign_id, window_start, requested_at)
+SELECT id, CASE WHEN id IN (SELECT unnest($new_windows::INTEGER[])) THEN $now END, $now
+FROM (SELECT unnest($campaign_ids::INTEGER[]) AS id) AS requested
+ORDER BY id
+ON CONFLICT (campaign_id) DO UPDATE
+SET requested_at = excluded.requested_at,
+    window_start = coalesce(excluded.window_start, campaign_searches.window_start)
+"""
+
+REMEMBER_MAPS = """
+UPDATE campaign_searches SET map_key = shown.map_key
+FROM (SELECT unnest($campaign_ids::INTEGER[]) AS campaign_id, unnest($map_keys::TEXT[]) AS map_key) AS shown
+WHERE campaign_searches.campaign_id = shown.campaign_id
+  AND (campaign_searches.map_key IS NULL OR campaign_searches.map_key <> shown.map_key)
+RETURNING campaign_searches.campaign_id
+"""
+
+CAMPAIGN_POINTS = """
+SELECT lat, lng FROM campaign_businesses WHERE campaign_id = $campaign_id
+ORDER BY distance_km NULLS LAST, place_id LIMIT $limit
+"""
+
+
+CAMPAIGN_RESULTS = f"""
+SELECT place_id, {", ".join(RESULT_COLUMNS[1:])} FROM campaign_businesses WHERE campaign_id = $campaign_id
+ORDER BY distance_km NULLS LAST, name NULLS LAST, place_id
+"""
+
+# The same four answers import_needs gives, counted per category; a failed mark past its week is due again.
+IMPORT_STATUS = f"""
+SELECT category,
+       count(*) FILTER (WHERE state = 'fresh'),
+       count(*) FILTER (WHERE state = 'coming'),
+       count(*) FILTER (WHERE state = 'failed'),
+       count(*) FILTER (WHERE state = 'missing'),
+       min(imported_at) FILTER (WHERE release <> $requested)
+FROM (SELECT category, release, imported_at, {pair_state("place_imports")} AS state FROM place_imports) AS rows
+GROUP BY category ORDER BY category
+"""
+
+# Only a mark that is no longer on its way goes: a mark on its way, a real release, or a mark another caller
+# wrote a moment ago fails the WHERE and stays.
+FORGET_FAILED_IMPORT = """
+DELETE FROM place_imports
+WHERE area = $area AND category = $category AND release = $requested AND imported_at <= $coming_after
+RETURNING area, category, release, rows, imported_at
+"""
+
+# What a campaign needs, kept when it is created or changed (placement.areas_for): the sensors join on it.
+KEEP_CAMPAIGN_AREAS = """
+INSERT INTO campaign_areas (campaign_id, area, block)
+SELECT $campaign_id, unnest($areas::TEXT[]), unnest($blocks::TEXT[])
+ON CONFLICT (campaign_id, area) DO NOTHING
+"""
+KEEP_CAMPAIGN_CATEGORIES = """
+INSERT INTO campaign_categories (campaign_id, category, rank)
+SELECT $campaign_id, unnest($categories::TEXT[]), unnest($ranks::INTEGER[])
+"""
+
+PLACE_NAME_COLUMNS = "query, display_name, lat, lng, looked_up_at"
+
+# Coverage: the pairs active campaigns need (each once, however many campaigns share it) by the one freshness
+# rule, every state counted and its first $listed pairs listed, oldest first. One statement, whatever the campaigns.
+COVERAGE = f"""
+WITH needed AS (
+    SELECT DISTINCT ca.area, cc.category, place_imports.release, place_imports.imported_at,
+           {pair_state("place_imports")} AS state
+    {CAMPAIGN_PAIRS}
+),
+ranked AS (
+    SELECT state, area, category, release, imported_at, count(*) OVER (PARTITION BY state) AS pairs,
+           row_number() OVER (PARTITION BY state ORDER BY imported_at NULLS FIRST, area, category) AS position
+    FROM needed
+)
+SELECT state, pairs, area, category, release, imported_at FROM ranked WHERE position <= greatest($listed, 1)
+ORDER BY state, position
+"""
