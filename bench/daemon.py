@@ -28,7 +28,7 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.placement import BLOCK_DEGREES, ImportRun, cell, import_runs
 from nakodo_dagster.store import Store, open_store
@@ -114,7 +114,7 @@ def _submit(instance: dg.DagsterInstance, workspace: Path, store: Store, runs: l
             stamp = store.force_request(run.pairs, datetime.now(UTC))
             created = instance.create_run_for_job(
                 import_places,
-                run_config={"ops": {"import_block": {"config": run.payload()}}},
+                run_config=import_run_config(run),
                 tags={**import_places.tags, tags.IMPORT_KEY: run.key, tags.STAMP: tags.stamp_tag(stamp)},
                 remote_job_origin=remote_job.get_remote_origin(),
                 job_code_origin=remote_job.get_python_origin(),

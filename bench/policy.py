@@ -22,6 +22,8 @@ from dagster._core.definitions.sensor_definition import SensorExecutionData
 from dagster._core.storage.tags import RUN_KEY_TAG
 
 from nakodo_dagster.definitions import defs
+from nakodo_dagster.jobs.import_places import import_payload
+from nakodo_dagster.jobs.search_campaigns import searched_campaign_ids
 from nakodo_dagster.overture.sample import TAXONOMY
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -129,7 +131,7 @@ def evaluate(
     }
     if sensor is import_sensor:
         # Each import run carries the pairs it reserved.
-        figures["pairs_reserved"] = sum(len(r.run_config["ops"]["import_block"]["config"]["pairs"]) for r in requests)
+        figures["pairs_reserved"] = sum(len(import_payload(r.run_config)["pairs"]) for r in requests)
     return figures, data
 
 
@@ -195,11 +197,7 @@ def measure_ticks(
 
 def _batch_campaigns(data: SensorExecutionData) -> list[int]:
     """The campaigns the tick's search runs name (search_run_config's shape)."""
-    return [
-        campaign
-        for request in data.run_requests or []
-        for campaign in request.run_config["ops"]["search_due_campaigns"]["config"]["campaign_ids"]
-    ]
+    return [campaign for request in data.run_requests or [] for campaign in searched_campaign_ids(request.run_config)]
 
 
 def measure_search_pace(

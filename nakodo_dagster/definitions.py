@@ -4,9 +4,11 @@ import warnings
 
 import dagster as dg
 
-from nakodo_dagster.assets.campaign_search import campaign_search, search_campaigns_job
+from nakodo_dagster.assets.campaign_search import campaign_search
 from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
-from nakodo_dagster.assets.places import import_places, places
+from nakodo_dagster.assets.places import places
+from nakodo_dagster.jobs.import_places import import_places
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor

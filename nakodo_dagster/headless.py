@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.campaign_search import search_campaigns_job, search_run_config
-from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.jobs.import_places import import_places
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.import_sensor import request_import_runs

@@ -5,16 +5,15 @@ hour do not grow with the campaigns; each campaign still gets a materialisation 
 partition. An analyst materialises one partition from the UI through the asset itself.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
-from pydantic import Field
 
-from nakodo_dagster.assets.campaign_map import campaign_map_png, markdown_image
 from nakodo_dagster.assets.places import PLACES
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
+from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
+from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.placement import REQUESTED, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, Store
@@ -136,46 +135,3 @@ def campaign_search(
         f"{metadata['pending_areas']} areas still on their way"
     )
     return dg.MaterializeResult(metadata=metadata)
-
-
-class SearchBatchConfig(dg.Config):
-    """The campaigns one run searches, and why each was due (as the search sensor saw it)."""
-
-    campaign_ids: list[int]
-    reasons: dict[str, str] = Field(default_factory=dict)
-
-
-def search_run_config(campaign_ids: Sequence[int], reasons: Mapping[int, str] | None = None) -> dict:
-    """The run config of ``search_campaigns_job`` for these campaigns."""
-    config = {"campaign_ids": list(campaign_ids), "reasons": {str(k): v for k, v in (reasons or {}).items()}}
-    return {"ops": {"search_due_campaigns": {"config": config}}}
-
-
-@dg.op
-def search_due_campaigns(
-    context: dg.OpExecutionContext, config: SearchBatchConfig, store: StoreResource, overture: OvertureResource
-) -> None:
-    """Search every campaign of the batch; one ``campaign_search`` materialisation per campaign."""
-    known = {p.campaign_id for p in store.store.search_progress(datetime.now(UTC), config.campaign_ids)}
-    if unknown := sorted(set(config.campaign_ids) - known):
-        raise dg.Failure(f"campaigns {unknown} do not exist; `nakodo campaign list` shows the campaigns")
-    # A batch launched by hand may name campaigns the sensor has not registered yet.
-    for request in new_partitions_request(context.instance, CAMPAIGN_PARTITIONS.name, map(str, config.campaign_ids)):
-        context.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    added = 0
-    for campaign_id, metadata in search_campaigns(store.store, overture.off_reason, config.campaign_ids, context.log):
-        if why := config.reasons.get(str(campaign_id)):
-            metadata["why"] = why
-        added += metadata["businesses_added"]
-        context.log_event(
-            dg.AssetMaterialization(asset_key=CAMPAIGN_SEARCH, partition=str(campaign_id), metadata=metadata)
-        )
-    context.log.info(f"Searched {len(config.campaign_ids)} campaigns; added {added} businesses")
-
-
-@dg.job(
-    executor_def=dg.in_process_executor,
-    description="Search every campaign that is due, each one materialising its campaign_search partition.",
-)
-def search_campaigns_job() -> None:
-    search_due_campaigns()

@@ -124,40 +124,6 @@ def run_stamp(run: dg.DagsterRun) -> datetime | None:
     return tags.stamp_from_tag(value) if value else None
 
 
-class ImportRunConfig(dg.Config):
-    """The canonical payload of one import run, as the import sensor built it."""
-
-    areas: list[str]
-    categories: list[str]
-    bbox: list[float]
-    country_code: str | None = None
-    pairs: list[list[str]]
-
-
-@dg.op(pool=IMPORT_POOL)
-def import_block(
-    context: dg.OpExecutionContext, config: ImportRunConfig, store: StoreResource, overture: OvertureResource
-) -> None:
-    """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
-    run = ImportRun.from_payload(config.model_dump())
-    context.log.info(f"Reading {len(run.pairs)} pairs in box {run.bbox}")
-    outcome = import_or_release_marks(run, store.store, overture, run_stamp(context.run))
-    context.log.info(
-        f"Wrote {sum(p.rows for p in outcome.pairs)} places from release {outcome.release} in {outcome.seconds:.1f} s"
-    )
-    for event in import_events(outcome):
-        context.log_event(event)
-
-
-@dg.job(
-    tags={tags.KIND: tags.IMPORT_KIND},
-    executor_def=dg.in_process_executor,
-    description="Import one block of cells or one country into places.",
-)
-def import_places() -> None:
-    import_block()
-
-
 def _was(store: Store, area: str, category: str, now: datetime) -> str:
     """What the pair had before a re-import by hand, in words."""
     rows = store.import_rows([area], [category])

@@ -16,8 +16,9 @@ import dagster as dg
 from dagster._core.events import AssetMaterializationPlannedData
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES, import_block, import_places, run_stamp
+from nakodo_dagster.assets.places import PLACES, run_stamp
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.jobs.import_places import import_block, import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, ImportRun
 from nakodo_dagster.resources import StoreResource
@@ -38,7 +39,7 @@ def import_job_pairs(run: dg.DagsterRun) -> tuple[tuple[str, str], ...] | None:
     if run.job_name != import_places.name:
         return None
     try:
-        return ImportRun.from_payload(run.run_config["ops"]["import_block"]["config"]).pairs
+        return ImportRun.from_payload(import_payload(run.run_config)).pairs
     except (InvalidInput, KeyError, TypeError):
         return None
 

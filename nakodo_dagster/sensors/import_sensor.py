@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
 from nakodo_dagster.placement import ImportRun, admitted_runs, import_pace
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -164,7 +164,7 @@ def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
         run_key=f"{run.key}@{stamp.isoformat()}",
-        run_config={"ops": {"import_block": {"config": run.payload()}}},
+        run_config=import_run_config(run),
         tags={
             # The job carries this tag too; repeated here so that a run created from the request alone (a
             # reconciliation, a test) still counts towards the queue's two slots and the admission cap.

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.campaign_search import search_campaigns_job, search_run_config
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource

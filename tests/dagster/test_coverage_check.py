@@ -19,8 +19,9 @@ from nakodo_dagster.assets.coverage import (
     needed_pairs_fresh_or_coming,
     places_coverage_sensor,
 )
-from nakodo_dagster.assets.places import PLACES, import_places, places
+from nakodo_dagster.assets.places import PLACES, places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource
@@ -47,7 +48,7 @@ def _import(instance: dg.DagsterInstance, resources: dict, broken: dict) -> set[
     register_partitions(instance, ticked)
     leeds: set[tuple[str, str]] = set()
     for request in ticked.run_requests:
-        config = request.run_config["ops"]["import_block"]["config"]
+        config = import_payload(request.run_config)
         in_leeds = config["bbox"][1] > 50
         result = import_places.execute_in_process(
             run_config=request.run_config,

@@ -21,8 +21,8 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import import_places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.partitions import AREA, CATEGORY
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
@@ -51,7 +51,7 @@ def _request(instance: dg.DagsterInstance, resources: dict) -> dg.RunRequest:
 
 
 def _pairs(request: dg.RunRequest) -> list[Pair]:
-    return [tuple(pair) for pair in request.run_config["ops"]["import_block"]["config"]["pairs"]]
+    return [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
 
 
 def _status_event(instance: dg.DagsterInstance, run_id: str, event_type: dg.DagsterEventType) -> dg.DagsterEvent:

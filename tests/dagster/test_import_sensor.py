@@ -9,8 +9,8 @@ import dagster as dg
 import pytest
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import import_places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.placement import (
     LAUNCH_GRACE_MINUTES,
     REQUESTED,
@@ -50,11 +50,10 @@ def test_a_campaign_gets_one_run_per_block_and_its_partitions(instance, resource
     result = tick(instance, resources)
 
     assert isinstance(result, dg.SensorResult)
-    payloads = [r.run_config["ops"]["import_block"]["config"] for r in result.run_requests]
+    payloads = [import_payload(r.run_config) for r in result.run_requests]
     assert sorted(ImportRun.from_payload(p).key for p in payloads) == sorted(run.key for run in expected)
     assert all(
-        r.tags[tags.IMPORT_KEY] == ImportRun.from_payload(r.run_config["ops"]["import_block"]["config"]).key
-        for r in result.run_requests
+        r.tags[tags.IMPORT_KEY] == ImportRun.from_payload(import_payload(r.run_config)).key for r in result.run_requests
     )
     assert marks(resources) == {(a, c) for a in areas for c in LEEDS.categories}
     added = {request.partitions_def_name: set(request.partition_keys) for request in result.dynamic_partitions_requests}
@@ -107,7 +106,7 @@ def test_identical_work_is_not_launched_twice_within_two_hours(instance, resourc
     instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
     # Someone cleared the marks (say, by hand): the same payload is reservable again.
     stamp = tags.stamp_from_tag(request.tags[tags.STAMP])
-    every_pair = [tuple(p) for r in first.run_requests for p in r.run_config["ops"]["import_block"]["config"]["pairs"]]
+    every_pair = [tuple(p) for r in first.run_requests for p in import_payload(r.run_config)["pairs"]]
     store.take_back(every_pair, stamp)
 
     second = tick(instance, resources)
@@ -115,7 +114,7 @@ def test_identical_work_is_not_launched_twice_within_two_hours(instance, resourc
     keys = {r.tags[tags.IMPORT_KEY] for r in second.run_requests}
     assert request.tags[tags.IMPORT_KEY] not in keys
     assert len(second.run_requests) == len(first.run_requests) - 1
-    skipped = {tuple(p) for p in request.run_config["ops"]["import_block"]["config"]["pairs"]}
+    skipped = {tuple(p) for p in import_payload(request.run_config)["pairs"]}
     assert not skipped & marks(resources), "the skipped run's marks are not kept"
 
 
@@ -129,9 +128,7 @@ def test_only_new_partitions_are_registered(instance, resources):
 
     added = {request.partitions_def_name: set(request.partition_keys) for request in result.dynamic_partitions_requests}
     assert added == {"category": {"bakery"}}
-    assert {
-        tuple(p)[1] for r in result.run_requests for p in r.run_config["ops"]["import_block"]["config"]["pairs"]
-    } == {"bakery"}
+    assert {tuple(p)[1] for r in result.run_requests for p in import_payload(r.run_config)["pairs"]} == {"bakery"}
 
 
 def test_a_root_without_releases_fails_the_tick_and_keeps_no_mark(instance, database_url, tmp_path):
@@ -155,7 +152,7 @@ def test_a_failed_or_cancelled_run_does_not_block_its_retry(instance, resources,
     request = first.run_requests[0]
     run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
     instance.report_run_failed(run) if status == dg.DagsterRunStatus.FAILURE else instance.report_run_canceled(run)
-    every_pair = [tuple(p) for r in first.run_requests for p in r.run_config["ops"]["import_block"]["config"]["pairs"]]
+    every_pair = [tuple(p) for r in first.run_requests for p in import_payload(r.run_config)["pairs"]]
     store.take_back(every_pair, tags.stamp_from_tag(request.tags[tags.STAMP]))
 
     second = tick(instance, resources)

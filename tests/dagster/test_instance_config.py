@@ -9,7 +9,8 @@ import dagster as dg
 import yaml
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import IMPORT_POOL, import_places, places
+from nakodo_dagster.assets.places import IMPORT_POOL, places
+from nakodo_dagster.jobs.import_places import import_places
 
 DAGSTER_YAML = Path(__file__).parents[2] / "dagster.yaml"
 

@@ -10,9 +10,10 @@ import dagster as dg
 import pyarrow as pa
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS, PLACES_INSIDE_THEIR_AREA, import_events, import_places
+from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS, PLACES_INSIDE_THEIR_AREA, import_events
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports import ImportOutcome, pair_reports
+from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.overture.reader import PLACES_SCHEMA, ReadResult, ReadStats
 from nakodo_dagster.placement import PointLocation, Targeting, cell, country_area, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -85,7 +86,7 @@ def test_a_run_writes_two_events_per_pair_and_metadata_without_nulls(instance, r
             run_config=request.run_config, tags=request.tags, instance=instance, resources=resources
         )
         records = instance.get_records_for_run(result.run_id, limit=None).records
-        pairs = len(request.run_config["ops"]["import_block"]["config"]["pairs"])
+        pairs = len(import_payload(request.run_config)["pairs"])
         asset_events = [
             r.event_log_entry.dagster_event
             for r in records

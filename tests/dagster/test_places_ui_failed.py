@@ -10,8 +10,9 @@ import dagster as dg
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import PLACES, import_places, places
+from nakodo_dagster.assets.places import PLACES, places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.jobs.import_places import import_block, import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource
@@ -71,9 +72,9 @@ def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_l
     store.add_campaign("Paris", PARIS)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
     register_partitions(instance, ticked)
-    by_box = {tuple(r.run_config["ops"]["import_block"]["config"]["bbox"])[1] > 50: r for r in ticked.run_requests}
+    by_box = {tuple(import_payload(r.run_config)["bbox"])[1] > 50: r for r in ticked.run_requests}
     leeds, paris = by_box[True], by_box[False]
-    leeds_pairs = {str(places_partition(a, c)) for a, c in leeds.run_config["ops"]["import_block"]["config"]["pairs"]}
+    leeds_pairs = {str(places_partition(a, c)) for a, c in import_payload(leeds.run_config)["pairs"]}
     broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
 
     failed = import_places.execute_in_process(
@@ -113,7 +114,7 @@ def test_a_run_that_failed_on_a_bad_payload_shows_no_partition(instance, resourc
         "pairs": [["tile:53.5,-2", "cafe"]],
     }
     failed = import_places.execute_in_process(
-        run_config={"ops": {"import_block": {"config": payload}}},
+        run_config={"ops": {import_block.name: {"config": payload}}},
         instance=instance,
         resources=resources,
         raise_on_error=False,

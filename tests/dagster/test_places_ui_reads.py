@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from nakodo_dagster.assets.campaign_map import campaign_map_png, country_boxes
 from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
-from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES, import_places
+from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES
+from nakodo_dagster.campaign_map import campaign_map_png, country_boxes
 from nakodo_dagster.definitions import defs
+from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor

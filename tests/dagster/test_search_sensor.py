@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pyarrow as pa
 
-from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns_job
+from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -25,7 +26,7 @@ def search_tick(instance, resources) -> dg.SensorResult | dg.SkipReason:
 def batched(result) -> list[int]:
     """The campaigns the tick's one run searches."""
     [request] = result.run_requests
-    return request.run_config["ops"]["search_due_campaigns"]["config"]["campaign_ids"]
+    return searched_campaign_ids(request.run_config)
 
 
 def searched(store, campaign_id: int, *, window_started: datetime, last: datetime) -> None:

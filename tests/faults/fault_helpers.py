@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from nakodo_dagster.assets.campaign_search import campaign_progress
-from nakodo_dagster.assets.places import import_places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.placement import REQUESTED, Targeting, areas_for
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -36,7 +36,7 @@ def execute(instance: dg.DagsterInstance, resources: dict, request: dg.RunReques
 
 def request_pairs(request: dg.RunRequest) -> list[Pair]:
     """The (area, category) pairs a run request reserved."""
-    return [tuple(pair) for pair in request.run_config["ops"]["import_block"]["config"]["pairs"]]
+    return [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
 
 
 def failure_text(result: dg.ExecuteInProcessResult) -> str:

@@ -47,7 +47,7 @@ def _stop_inside_transaction(marker: str) -> None:
 def run_import(args: dict) -> bool:
     import dagster as dg
 
-    from nakodo_dagster.assets.places import import_places
+    from nakodo_dagster.jobs.import_places import import_places
 
     if "stop_after" in args:
         _stop_inside_transaction(args["stop_after"])
@@ -68,8 +68,8 @@ def daemon(args: dict) -> list:
     """The pairs of every run this daemon's tick asked for and executed successfully."""
     import dagster as dg
 
-    from nakodo_dagster.assets.places import import_places
     from nakodo_dagster.headless import register_partitions
+    from nakodo_dagster.jobs.import_places import import_payload, import_places
     from nakodo_dagster.sensors.import_sensor import import_sensor
 
     resources = _resources(args)
@@ -82,7 +82,7 @@ def daemon(args: dict) -> list:
                 run_config=request.run_config, tags=request.tags, instance=instance, resources=resources
             )
             assert result.success
-            imported += request.run_config["ops"]["import_block"]["config"]["pairs"]
+            imported += import_payload(request.run_config)["pairs"]
     return imported
 
 

@@ -10,7 +10,7 @@ import pytest
 from fault_helpers import marks, request_pairs, states, tick
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import import_places
+from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import LAUNCH_GRACE_MINUTES, PointLocation, Targeting
 from nakodo_dagster.sensors import import_sensor as import_sensor_module

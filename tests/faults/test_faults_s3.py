@@ -29,6 +29,7 @@ from overture_helpers import CURRENT as RELEASE
 from overture_helpers import expected_rows
 
 from nakodo_dagster import tags
+from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.overture import duck
 from nakodo_dagster.placement import ImportRun, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -57,7 +58,7 @@ def test_errors_that_pass_are_retried_and_the_import_succeeds(instance, resource
 
     assert result.success, failure_text(result)
     assert proxy.faults() == 5
-    run = ImportRun.from_payload(request.run_config["ops"]["import_block"]["config"])
+    run = ImportRun.from_payload(import_payload(request.run_config))
     expected = expected_rows(Path(release_root), RELEASE, run)
     held = stored_places(store, request_pairs(request))
     assert {place_id for pair in held.values() for place_id, _ in pair} == {row[0] for row in expected}

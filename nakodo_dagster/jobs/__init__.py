@@ -1,0 +1,1 @@
+"""The op jobs the sensors launch: each beside the op it runs."""

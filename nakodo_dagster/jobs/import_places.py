@@ -1,0 +1,55 @@
+"""The import_places job: one run reads one 4 x 4 block of cells (or one country) and replaces its pairs."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+from nakodo_dagster import tags
+from nakodo_dagster.assets.places import IMPORT_POOL, import_events, import_or_release_marks, run_stamp
+from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.resources import OvertureResource, StoreResource
+
+
+class ImportRunConfig(dg.Config):
+    """The canonical payload of one import run, as the import sensor built it."""
+
+    areas: list[str]
+    categories: list[str]
+    bbox: list[float]
+    country_code: str | None = None
+    pairs: list[list[str]]
+
+
+@dg.op(pool=IMPORT_POOL)
+def import_block(
+    context: dg.OpExecutionContext, config: ImportRunConfig, store: StoreResource, overture: OvertureResource
+) -> None:
+    """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
+    run = ImportRun.from_payload(config.model_dump())
+    context.log.info(f"Reading {len(run.pairs)} pairs in box {run.bbox}")
+    outcome = import_or_release_marks(run, store.store, overture, run_stamp(context.run))
+    context.log.info(
+        f"Wrote {sum(p.rows for p in outcome.pairs)} places from release {outcome.release} in {outcome.seconds:.1f} s"
+    )
+    for event in import_events(outcome):
+        context.log_event(event)
+
+
+@dg.job(
+    tags={tags.KIND: tags.IMPORT_KIND},
+    executor_def=dg.in_process_executor,
+    description="Import one block of cells or one country into places.",
+)
+def import_places() -> None:
+    import_block()
+
+
+def import_run_config(run: ImportRun) -> dg.RunConfig:
+    """The run config of ``import_places`` for one import run."""
+    return dg.RunConfig(ops={import_block.name: ImportRunConfig(**run.payload())})
+
+
+def import_payload(run_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The import run's payload in a stored run config of ``import_places`` (raises KeyError for any other)."""
+    return run_config["ops"][import_block.name]["config"]
