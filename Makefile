@@ -7,6 +7,7 @@ DATA := $(CURDIR)/data
 export NAKODO_DATABASE ?= $(DATA)/nakodo.duckdb
 export NAKODO_OVERTURE_ROOT ?= $(DATA)/overture
 export NAKODO_OVERTURE_RELEASE ?=
+export NAKODO_OVERTURE_INDEX ?=
 export DAGSTER_HOME ?= $(DATA)/dagster_home
 
 .PHONY: run test lint format bench clean
@@ -17,15 +18,20 @@ $(BIN)/.installed: pyproject.toml requirements.lock
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $@
 
-run: $(BIN)/.installed
-	$(BIN)/nakodo demo
+# The embedded default's Dagster instance (two imports at a time, telemetry off); a DAGSTER_HOME that already
+# has its own dagster.yaml keeps it.
+$(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
-	ln -sf $(CURDIR)/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -w workspace.yaml
+	ln -sf $(CURDIR)/nakodo_dagster/data/dagster.yaml $@
 
-test: $(BIN)/.installed
+run: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/nakodo demo
+	$(BIN)/dg dev
+
+test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff check nakodo_dagster tests bench scripts
 	$(BIN)/ruff format --check nakodo_dagster tests bench scripts
+	$(BIN)/dg check defs
 	$(BIN)/pytest
 
 lint: $(BIN)/.installed

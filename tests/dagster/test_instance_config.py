@@ -12,7 +12,7 @@ from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL, places
 from nakodo_dagster.jobs.import_places import import_places
 
-DAGSTER_YAML = Path(__file__).parents[2] / "dagster.yaml"
+DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.yaml"
 
 
 def test_the_project_instance_runs_two_imports_at_a_time():
