@@ -15,6 +15,8 @@ Places cluster around ``CITIES`` and carry categories from ``TAXONOMY``, a subse
 (docs.overturemaps.org, 2026-03 categories and hierarchies). Rows are sorted along a Hilbert curve and the
 files split that order, as Overture's files are spatially sorted, so row-group statistics on ``bbox`` prune.
 ``FIXED_PLACES`` are always in the release: the edge cases every reader has to get right.
+These tables, and the words and streets that made-up places are named and addressed with, ship as package data
+in ``nakodo_dagster/data/sample_release.toml`` and are read once at import; the code that makes rows from them is here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import json
 import math
 import shutil
 import tempfile
+import tomllib
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -83,155 +87,13 @@ class FixedPlace:
     status: str = "open"
 
 
-CITIES: tuple[City, ...] = (
-    City("Leeds", 53.8008, -1.5491, "GB", 4, 6),
-    City("London", 51.5074, -0.1278, "GB", 10, 15),
-    City("Manchester", 53.4808, -2.2426, "GB", 4, 8),
-    City("Edinburgh", 55.9533, -3.1883, "GB", 3, 5),
-    City("Paris", 48.8566, 2.3522, "FR", 9, 12),
-    City("Lyon", 45.7640, 4.8357, "FR", 4, 7),
-    City("Marseille", 43.2965, 5.3698, "FR", 3, 7),
-    City("Strasbourg", 48.5734, 7.7521, "FR", 2, 5),
-    City("Mulhouse", 47.7508, 7.3359, "FR", 2, 4),
-    City("Basel", 47.5596, 7.5886, "CH", 3, 4),
-    City("Zurich", 47.3769, 8.5417, "CH", 3, 6),
-    City("Geneva", 46.2044, 6.1432, "CH", 2, 4),
-    City("Freiburg im Breisgau", 47.9990, 7.8421, "DE", 2, 4),
-    City("Berlin", 52.5200, 13.4050, "DE", 7, 12),
-    City("Munich", 48.1351, 11.5820, "DE", 5, 8),
-    City("Madrid", 40.4168, -3.7038, "ES", 6, 10),
-    City("Rome", 41.9028, 12.4964, "IT", 6, 9),
-    City("Amsterdam", 52.3676, 4.9041, "NL", 5, 6),
-    City("Oslo", 59.9139, 10.7522, "NO", 3, 6),
-    City("Longyearbyen", 78.2232, 15.6267, "SJ", 0.3, 2),
-    City("Reykjavik", 64.1466, -21.9426, "IS", 1, 4),
-    City("New York", 40.7128, -74.0060, "US", 10, 15),
-    City("San Francisco", 37.7749, -122.4194, "US", 5, 8),
-    City("Honolulu", 21.3069, -157.8583, "US", 2, 6),
-    City("Anchorage", 61.2181, -149.9003, "US", 1, 6),
-    City("Toronto", 43.6532, -79.3832, "CA", 6, 12),
-    City("Mexico City", 19.4326, -99.1332, "MX", 7, 15),
-    City("Sao Paulo", -23.5505, -46.6333, "BR", 8, 15),
-    City("Buenos Aires", -34.6037, -58.3816, "AR", 6, 12),
-    City("Quito", -0.1807, -78.4678, "EC", 2, 6),
-    City("Kampala", 0.3476, 32.5825, "UG", 2, 6),
-    City("Nairobi", -1.2921, 36.8219, "KE", 3, 8),
-    City("Cape Town", -33.9249, 18.4241, "ZA", 3, 8),
-    City("Cairo", 30.0444, 31.2357, "EG", 6, 12),
-    City("Mumbai", 19.0760, 72.8777, "IN", 8, 12),
-    City("Singapore", 1.3521, 103.8198, "SG", 5, 8),
-    City("Tokyo", 35.6762, 139.6503, "JP", 10, 15),
-    City("Sydney", -33.8688, 151.2093, "AU", 6, 12),
-    City("Auckland", -36.8485, 174.7633, "NZ", 3, 8),
-    City("Suva", -18.1416, 178.4419, "FJ", 1.5, 5),
-    City("Labasa", -16.4332, 179.3645, "FJ", 0.5, 4),
-    # The 180th meridian runs through Taveuni: its places fall on both sides of the antimeridian.
-    City("Taveuni", -16.8200, 179.9900, "FJ", 0.5, 5),
-    City("Tarawa", 1.4518, 173.0000, "KI", 0.5, 3),
-    City("Anadyr", 64.7337, 177.5089, "RU", 0.3, 3),
-    City("McMurdo Station", -77.8419, 166.6863, "AQ", 0.2, 2),
-)
+_TABLES_FILE = "data/sample_release.toml"
+_TABLES = tomllib.loads(files("nakodo_dagster").joinpath(_TABLES_FILE).read_text(encoding="utf-8"))
 
-# Each category's parent in Overture's taxonomy (2026-03 categories and hierarchies table), up to the top level.
-_PARENTS = {
-    "alcoholic_beverage_venue": "food_and_drink",
-    "bar": "alcoholic_beverage_venue",
-    "pub": "bar",
-    "irish_pub": "pub",
-    "cocktail_bar": "bar",
-    "wine_bar": "bar",
-    "brewery": "alcoholic_beverage_venue",
-    "casual_eatery": "food_and_drink",
-    "bakery": "casual_eatery",
-    "cafe": "casual_eatery",
-    "animal_cafe": "cafe",
-    "cat_cafe": "animal_cafe",
-    "dessert_shop": "casual_eatery",
-    "ice_cream_shop": "dessert_shop",
-    "fast_food_restaurant": "casual_eatery",
-    "sandwich_shop": "casual_eatery",
-    "non_alcoholic_beverage_venue": "food_and_drink",
-    "coffee_shop": "non_alcoholic_beverage_venue",
-    "tea_room": "non_alcoholic_beverage_venue",
-    "restaurant": "food_and_drink",
-    "european_restaurant": "restaurant",
-    "mediterranean_restaurant": "european_restaurant",
-    "italian_restaurant": "mediterranean_restaurant",
-    "pizza_restaurant": "italian_restaurant",
-    "western_european_restaurant": "european_restaurant",
-    "french_restaurant": "western_european_restaurant",
-    "british_restaurant": "western_european_restaurant",
-    "central_european_restaurant": "european_restaurant",
-    "german_restaurant": "central_european_restaurant",
-    "swiss_restaurant": "central_european_restaurant",
-    "asian_restaurant": "restaurant",
-    "east_asian_restaurant": "asian_restaurant",
-    "japanese_restaurant": "east_asian_restaurant",
-    "sushi_restaurant": "japanese_restaurant",
-    "chinese_restaurant": "east_asian_restaurant",
-    "south_asian_restaurant": "asian_restaurant",
-    "indian_restaurant": "south_asian_restaurant",
-    "southeast_asian_restaurant": "asian_restaurant",
-    "thai_restaurant": "southeast_asian_restaurant",
-    "latin_american_restaurant": "restaurant",
-    "mexican_restaurant": "latin_american_restaurant",
-    "meat_restaurant": "restaurant",
-    "steakhouse": "meat_restaurant",
-    "burger_restaurant": "meat_restaurant",
-    "hotel": "lodging",
-    "bed_and_breakfast": "lodging",
-    "hostel": "lodging",
-    "food_and_beverage_store": "shopping",
-    "grocery_store": "food_and_beverage_store",
-    "butcher_shop": "food_and_beverage_store",
-    "market": "shopping",
-    "farmers_market": "market",
-    "wellness_service": "lifestyle_services",
-    "spa": "wellness_service",
-    "personal_or_beauty_service": "lifestyle_services",
-    "nail_salon": "personal_or_beauty_service",
-}
+CITIES: tuple[City, ...] = tuple(City(**row) for row in _TABLES["cities"])
 
-# The sample's categories: primary, Overture's basic category for it, a noun for made-up names, how common.
-_CATEGORIES = """
-bar                  | bar                          | Bar            | 5
-pub                  | bar                          | Pub            | 6
-irish_pub            | bar                          | Irish Pub      | 1
-cocktail_bar         | bar                          | Cocktail Bar   | 2
-wine_bar             | bar                          | Wine Bar       | 2
-brewery              | brewery                      | Brewery        | 1
-bakery               | casual_eatery                | Bakery         | 6
-cafe                 | cafe                         | Café           | 10
-cat_cafe             | cafe                         | Cat Café       | 0.5
-ice_cream_shop       | casual_eatery                | Gelateria      | 2
-fast_food_restaurant | fast_food_restaurant         | Fast Food      | 4
-sandwich_shop        | casual_eatery                | Sandwiches     | 2
-coffee_shop          | coffee_shop                  | Coffee         | 8
-tea_room             | non_alcoholic_beverage_venue | Tea Room       | 1
-restaurant           | restaurant                   | Restaurant     | 6
-italian_restaurant   | restaurant                   | Trattoria      | 5
-pizza_restaurant     | restaurant                   | Pizzeria       | 4
-french_restaurant    | restaurant                   | Bistrot        | 2
-british_restaurant   | restaurant                   | Kitchen        | 1
-german_restaurant    | restaurant                   | Gasthaus       | 1
-swiss_restaurant     | restaurant                   | Stübli         | 1
-japanese_restaurant  | restaurant                   | Izakaya        | 2
-sushi_restaurant     | restaurant                   | Sushi          | 2
-chinese_restaurant   | restaurant                   | Noodle House   | 2
-indian_restaurant    | restaurant                   | Curry House    | 2
-thai_restaurant      | restaurant                   | Thai Kitchen   | 1
-mexican_restaurant   | restaurant                   | Taqueria       | 1
-steakhouse           | restaurant                   | Steakhouse     | 1
-burger_restaurant    | restaurant                   | Burgers        | 2
-hotel                | hotel                        | Hotel          | 3
-bed_and_breakfast    | bed_and_breakfast            | B&B            | 1
-hostel               | lodging                      | Hostel         | 1
-grocery_store        | food_and_beverage_store      | Grocer         | 3
-butcher_shop         | food_and_beverage_store      | Butcher        | 1
-farmers_market       | farmers_market               | Farmers Market | 0.5
-spa                  | wellness_service             | Spa            | 1
-nail_salon           | personal_or_beauty_service   | Nails          | 1
-"""
+# Each category's parent in Overture's taxonomy, up to the top level.
+_PARENTS: dict[str, str] = _TABLES["parents"]
 
 
 def _hierarchy(primary: str) -> tuple[str, ...]:
@@ -241,89 +103,23 @@ def _hierarchy(primary: str) -> tuple[str, ...]:
     return tuple(reversed(path))
 
 
-def _parse_categories(table: str) -> tuple[Category, ...]:
-    rows = (tuple(cell.strip() for cell in line.split("|")) for line in table.strip().splitlines())
-    return tuple(
-        Category(primary, _hierarchy(primary), basic, noun, float(weight)) for primary, basic, noun, weight in rows
-    )
-
-
-TAXONOMY = _parse_categories(_CATEGORIES)
+TAXONOMY: tuple[Category, ...] = tuple(
+    Category(row["primary"], _hierarchy(row["primary"]), row["basic"], row["noun"], float(row["weight"]))
+    for row in _TABLES["categories"]
+)
 """The sample's categories: in the previous schema the same names are ``categories.primary``, as they were."""
 
-FIXED_PLACES: tuple[FixedPlace, ...] = (
-    # Fiji across the antimeridian: both sides of it, and the line itself, which belongs to the -180 column.
-    FixedPlace("Taveuni West Cafe", -16.8, 179.9, "cafe", ("FJ",), "Taveuni"),
-    FixedPlace("Taveuni East Cafe", -16.8, -179.9, "cafe", ("FJ",), "Taveuni"),
-    FixedPlace("Dateline Coffee", -16.8, 180.0, "coffee_shop", ("FJ",), "Taveuni"),
-    FixedPlace("Dateline Coffee Too", -16.8, -180.0, "coffee_shop", ("FJ",), "Taveuni"),
-    # Cell and block corners: a point on an edge belongs to the cell to its north and east.
-    FixedPlace("Corner Pub", 53.5, -1.5, "pub", ("GB",), "Leeds"),
-    FixedPlace("Block Edge Bakery", 54.0, -2.0, "bakery", ("GB",), "Leeds"),
-    # The prime meridian and the equator: cells named 0, never -0.
-    FixedPlace("Meridian Cafe", 51.48, 0.0, "cafe", ("GB",), "London"),
-    FixedPlace("Meridian West Cafe", 51.48, -0.0, "cafe", ("GB",), "London"),
-    FixedPlace("Equator Bakery", 0.0, 32.5, "bakery", ("UG",), "Kampala"),
-    # The poles: no cell at or beyond 90, the south pole is in the first row.
-    FixedPlace("South Pole Station Galley", -90.0, 0.0, "cafe", ("AQ",), "Amundsen-Scott South Pole Station"),
-    FixedPlace("North Pole Camp Cafe", 90.0, 0.0, "cafe", (), ""),
-    # Basel's border towns: the address country, not the box, says which country a place is in.
-    FixedPlace("Rhine Cafe Basel", 47.5596, 7.5886, "cafe", ("CH",), "Basel"),
-    FixedPlace("Basler Beck", 47.5550, 7.5900, "bakery", ("CH",), "Basel"),
-    FixedPlace("Boulangerie Saint-Louis", 47.5900, 7.5600, "bakery", ("FR",), "Saint-Louis"),
-    FixedPlace("Cafe Hegenheim", 47.5620, 7.5300, "cafe", ("FR",), "Hegenheim"),
-    FixedPlace("Baeckerei Weil am Rhein", 47.5950, 7.6200, "bakery", ("DE",), "Weil am Rhein"),
-    FixedPlace("Boulangerie Mulhouse", 47.7508, 7.3359, "bakery", ("FR",), "Mulhouse"),
-    FixedPlace("Baeckerei Freiburg", 47.9990, 7.8421, "bakery", ("DE",), "Freiburg im Breisgau"),
-    # Several addresses across a border: only the first address says the country.
-    FixedPlace("Dreiland Coffee", 47.5600, 7.6000, "coffee_shop", ("CH", "DE"), "Basel"),
-    FixedPlace("Grenzgaenger Cafe", 47.6000, 7.6200, "cafe", ("DE", "CH"), "Weil am Rhein"),
-    # What the reader leaves out: closed for good (still confident), unsure, and exactly on the threshold.
-    FixedPlace("Closed For Good Pub", 53.8000, -1.5500, "pub", ("GB",), "Leeds", 0.9, "permanently_closed"),
-    FixedPlace("Closed For Now Pub", 53.8010, -1.5510, "pub", ("GB",), "Leeds", 0.9, "temporarily_closed"),
-    FixedPlace("Maybe Cafe", 53.7990, -1.5400, "cafe", ("GB",), "Leeds", 0.3),
-    FixedPlace("Half Sure Cafe", 53.7980, -1.5410, "cafe", ("GB",), "Leeds", 0.5),
-    FixedPlace("Leeds Trattoria", 53.7970, -1.5420, "italian_restaurant", ("GB",), "Leeds"),
+FIXED_PLACES: tuple[FixedPlace, ...] = tuple(
+    FixedPlace(**{**row, "countries": tuple(row["countries"])}) for row in _TABLES["fixed_places"]
 )
 
 STATUSES = ("open", "temporarily_closed", "permanently_closed")
 _STATUS_SHARES = (0.93, 0.02, 0.05)
 
-_ADJECTIVES = (
-    "Golden", "Corner", "Old Town", "Riverside", "Little", "Royal", "Blue Door", "Green", "Market", "Harbour",
-    "Station", "Park", "Sunrise", "Hillside", "Lantern", "Copper", "Maple", "Olive", "Northern", "Southern",
-)  # fmt: skip
-
-_STREETS = {
-    "GB": ("High Street", "Station Road", "Church Lane", "Market Street", "Briggate"),
-    "FR": ("Rue de la Republique", "Avenue Jean Jaures", "Rue du Marche", "Place de la Gare"),
-    "CH": ("Bahnhofstrasse", "Freie Strasse", "Rue du Rhone", "Marktgasse"),
-    "DE": ("Hauptstrasse", "Bahnhofstrasse", "Kaiser-Joseph-Strasse", "Marktplatz"),
-    "ES": ("Calle Mayor", "Gran Via"),
-    "IT": ("Via Roma", "Via Garibaldi"),
-    "NL": ("Kerkstraat", "Damrak"),
-    "NO": ("Storgata", "Karl Johans gate"),
-    "SJ": ("Vei 200", "Vei 300"),
-    "IS": ("Laugavegur",),
-    "BR": ("Rua Augusta", "Avenida Paulista"),
-    "MX": ("Avenida Reforma", "Calle Madero"),
-    "AR": ("Calle Florida", "Avenida Corrientes"),
-    "EC": ("Avenida Amazonas",),
-    "EG": ("Tahrir Street",),
-    "IN": ("MG Road", "Linking Road"),
-    "SG": ("Orchard Road",),
-    "JP": ("Chuo-dori", "Omotesando"),
-    "RU": ("Ulitsa Lenina",),
-    "FJ": ("Victoria Parade", "Queens Road"),
-}
-_DEFAULT_STREETS = ("Main Street", "Queen Street", "Victoria Road", "Broadway")
-
-_DIAL_CODES = {
-    "GB": "44", "FR": "33", "CH": "41", "DE": "49", "ES": "34", "IT": "39", "NL": "31", "NO": "47", "SJ": "47",
-    "IS": "354", "US": "1", "CA": "1", "MX": "52", "BR": "55", "AR": "54", "EC": "593", "UG": "256", "KE": "254",
-    "ZA": "27", "EG": "20", "IN": "91", "SG": "65", "JP": "81", "AU": "61", "NZ": "64", "FJ": "679", "KI": "686",
-    "RU": "7", "AQ": "1",
-}  # fmt: skip
+_ADJECTIVES: tuple[str, ...] = tuple(_TABLES["adjectives"])
+_STREETS: dict[str, tuple[str, ...]] = {country: tuple(names) for country, names in _TABLES["streets"].items()}
+_DEFAULT_STREETS: tuple[str, ...] = tuple(_TABLES["default_streets"])
+_DIAL_CODES: dict[str, str] = _TABLES["dial_codes"]
 
 _DATASETS = ("meta", "Microsoft", "Foursquare", "AllThePlaces")
 
