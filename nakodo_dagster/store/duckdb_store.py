@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from dagster_duckdb import DuckDBResource
 
 from nakodo_dagster.store.base import Store, T, Transaction
 
@@ -19,6 +20,9 @@ from nakodo_dagster.store.base import Store, T, Transaction
 # transaction, capped so that sixty seconds of waiting is a few hundred opens, not thousands.
 _FIRST_PAUSE_S = 0.005
 _LONGEST_PAUSE_S = 0.25
+# Nothing is downloaded at run time (as in overture/duck.py): the store's SQL needs only the extensions built into
+# the duckdb wheel, and a statement needing another fails at once instead of reaching out for it.
+_CONNECTION_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 
 class StoreLocked(TimeoutError):
@@ -44,16 +48,24 @@ def _thread_lock(path: Path) -> threading.Lock:
 
 
 class DuckDBStore(Store):
-    """A DuckDB file opened for each call and closed after it, so that the sensor, the runs and the UI share it."""
+    """A DuckDB file opened for each call and closed after it, so that the sensor, the runs and the UI share it.
+
+    ``duckdb`` is the file as dagster-duckdb describes it, its path and connection settings: the kind of resource
+    a user's own asset takes to read ``places`` (README, "Your own assets on the DuckDB store").
+    """
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 60.0) -> None:
-        self.path = Path(path)
+        self.duckdb = DuckDBResource(database=str(path), connection_config=_CONNECTION_CONFIG)
         self.lock_timeout = lock_timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._thread_lock = _thread_lock(self.path.resolve())
 
+    @property
+    def path(self) -> Path:
+        return Path(self.duckdb.database)
+
     def __repr__(self) -> str:
-        return f"DuckDBStore({str(self.path)!r})"
+        return f"DuckDBStore({self.duckdb.database!r})"
 
     def _transact(self, work: Callable[[Transaction], T]) -> T:
         deadline = time.monotonic() + self.lock_timeout
@@ -76,13 +88,24 @@ class DuckDBStore(Store):
         finally:
             self._thread_lock.release()
 
+    def _connect(self, database: Path) -> duckdb.DuckDBPyConnection:
+        """One attempt at opening ``database`` with the resource's settings; a locked file raises at once.
+
+        Not ``DuckDBResource.get_connection``: it retries a failed open ten times, pausing 0.1 s and doubling,
+        about 100 s in all whatever ``lock_timeout`` says (a caller allowing 0.5 s would wait 100), and on any
+        IO error, a damaged file as much as a lock. It also leaves the connection, its transaction and the file
+        lock open when the block raises, until the exception is freed. ``_transact`` waits on the lock instead,
+        up to ``lock_timeout``, and the ``with`` in ``_attempt`` closes the file whatever happens.
+        """
+        return duckdb.connect(str(database), config=self.duckdb.connection_config)
+
     def _create_file(self) -> None:
         # DuckDB writes a new file's header only after creating it, and a process opening the file meanwhile is
         # told it "is not a valid DuckDB database file". So a new store is made aside and hard-linked into place,
         # which fails harmlessly when another process got there first.
         aside = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.new")
         try:
-            duckdb.connect(str(aside)).close()
+            self._connect(aside).close()
             os.link(aside, self.path)
         except FileExistsError:
             pass
@@ -93,7 +116,7 @@ class DuckDBStore(Store):
         if not self.path.exists():
             self._create_file()
         # Closing without a commit rolls back: a failure anywhere leaves the file as it was.
-        with duckdb.connect(str(self.path)) as connection:
+        with self._connect(self.path) as connection:
             connection.execute("SET TimeZone = 'UTC'")
             connection.begin()
             result = work(_DuckDBTransaction(connection))
