@@ -279,7 +279,7 @@ def merge(previous: dict, part: str, measured: dict, parameters: dict) -> dict:
             "processor": platform.processor() or platform.machine(),
         },
         "versions": {
-            name: version(name) for name in ("dagster", "duckdb", "pyarrow", "moto", "psycopg2-binary", "urllib3")
+            name: version(name) for name in ("dagster", "duckdb", "pyarrow", "moto", "psycopg2-binary", "obstore")
         },
     }
 

@@ -172,13 +172,15 @@ def measure_daemon(release_root: str, runs: int) -> dict:
         folder = Path(tmp)
         home = folder / "dagster_home"
         home.mkdir()
-        shutil.copy(PROJECT / "dagster.yaml", home / "dagster.yaml")
+        shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
         environ = {
             **os.environ,
             "DAGSTER_HOME": str(home),
             "NAKODO_DATABASE": str(folder / "store.duckdb"),
             "NAKODO_OVERTURE_ROOT": release_root,
             "NAKODO_OVERTURE_RELEASE": "",
+            # Empty: the release index beside the store, in this bench's own folder.
+            "NAKODO_OVERTURE_INDEX": "",
         }
         store = open_store(environ["NAKODO_DATABASE"])
         store.migrate()

@@ -86,7 +86,8 @@ class LatencyProxy:
     def forward(self, handler: BaseHTTPRequestHandler) -> None:
         """Answer one request, late by the latency and (with a cap) by its size over the bandwidth."""
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_HEADERS}
-        byte_range = _RANGE.fullmatch(headers.get("Range", ""))
+        # Header names are case-insensitive (hyper, under obstore, sends them in lower case): the message's own get.
+        byte_range = _RANGE.fullmatch(handler.headers.get("Range", ""))
         if handler.command == "GET" and byte_range:
             status, reply, body = self._range(handler.path, headers, byte_range)
         else:
@@ -115,7 +116,7 @@ class LatencyProxy:
             self._objects[path] = (body, reply)
         body, reply = self._objects[path]
         etag = next((v for k, v in reply.items() if k.lower() == "etag"), "")
-        if headers.get("If-Match", etag) != etag:
+        if next((v for k, v in headers.items() if k.lower() == "if-match"), etag) != etag:
             return 412, {}, b""
         size = len(body)
         first, last = byte_range.groups()

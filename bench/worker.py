@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from nakodo_dagster.overture.duck import s3_secret
+from nakodo_dagster.overture.duck import s3_settings
 from nakodo_dagster.overture.index import build_index
 from nakodo_dagster.overture.reader import read_places
 from nakodo_dagster.placement import ImportRun
@@ -33,7 +33,7 @@ def peak_mb() -> float:
 
 def pyarrow_rows(run: ImportRun, root: str, release: str) -> int:
     """The run's box read as overturemaps-py reads it: a pyarrow dataset over S3, every column, a bbox filter."""
-    settings = s3_secret(os.environ)[1]
+    settings = s3_settings(os.environ)
     filesystem = pafs.S3FileSystem(
         anonymous=True,
         region=settings["region"],

@@ -22,7 +22,9 @@ defs = dg.Definitions(
     resources={
         "store": StoreResource(database=dg.EnvVar("NAKODO_DATABASE")),
         "overture": OvertureResource(
-            root=dg.EnvVar("NAKODO_OVERTURE_ROOT"), release=dg.EnvVar("NAKODO_OVERTURE_RELEASE")
+            root=dg.EnvVar("NAKODO_OVERTURE_ROOT"),
+            release=dg.EnvVar("NAKODO_OVERTURE_RELEASE"),
+            index=dg.EnvVar("NAKODO_OVERTURE_INDEX"),
         ),
     },
 )

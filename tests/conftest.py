@@ -25,15 +25,15 @@ PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _working_directory_of_its_own(tmp_path_factory) -> Iterator[None]:
-    """Run from an empty folder: what the code writes under the working directory (release indexes in
-    data/overture_index) lands there, not in the project."""
-    before = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("cwd"))
-    try:
+def _index_folder_of_its_own(tmp_path_factory) -> Iterator[None]:
+    """Release indexes in folders of the session's, never the developer's: NAKODO_OVERTURE_INDEX for what is
+    configured from the environment (the definitions, the CLI, subprocesses), a cache of its own for resources
+    built without a folder, and no NAKODO_DATABASE (`make test` exports the project's) for them to sit beside."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NAKODO_OVERTURE_INDEX", str(tmp_path_factory.mktemp("overture_index")))
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        patch.delenv("NAKODO_DATABASE", raising=False)
         yield
-    finally:
-        os.chdir(before)
 
 
 def _admin_connection():

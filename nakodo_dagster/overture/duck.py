@@ -56,10 +56,12 @@ def connect(root: str) -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def s3_secret(environ: Mapping[str, str]) -> tuple[str, dict[str, object]]:
-    """The CREATE SECRET statement and its parameters for S3 access as the environment describes it."""
-    options = ["TYPE s3", "PROVIDER config", "REGION $region"]
-    parameters: dict[str, object] = {
+def s3_settings(environ: Mapping[str, str]) -> dict[str, object]:
+    """S3 access as the environment describes it, the one rule both S3 clients follow (DuckDB's secret here,
+    the release index's object store): ``region``; ``endpoint`` (host[:port]) and ``use_ssl`` when
+    ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` names one (path-style); ``key_id``, ``secret`` and
+    ``session_token`` only when both keys are set, anonymous otherwise."""
+    settings: dict[str, object] = {
         "region": environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
     }
     endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
@@ -69,12 +71,22 @@ def s3_secret(environ: Mapping[str, str]) -> tuple[str, dict[str, object]]:
             raise InvalidInput(
                 f"AWS_ENDPOINT_URL {endpoint!r} is not allowed: use http(s)://host[:port], e.g. http://127.0.0.1:9000"
             )
-        options += ["ENDPOINT $endpoint", "URL_STYLE 'path'", "USE_SSL $use_ssl"]
-        parameters |= {"endpoint": url.netloc, "use_ssl": url.scheme == "https"}
+        settings |= {"endpoint": url.netloc, "use_ssl": url.scheme == "https"}
     if environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY"):
-        options += ["KEY_ID $key_id", "SECRET $secret"]
-        parameters |= {"key_id": environ["AWS_ACCESS_KEY_ID"], "secret": environ["AWS_SECRET_ACCESS_KEY"]}
+        settings |= {"key_id": environ["AWS_ACCESS_KEY_ID"], "secret": environ["AWS_SECRET_ACCESS_KEY"]}
         if environ.get("AWS_SESSION_TOKEN"):
-            options.append("SESSION_TOKEN $session_token")
-            parameters["session_token"] = environ["AWS_SESSION_TOKEN"]
+            settings["session_token"] = environ["AWS_SESSION_TOKEN"]
+    return settings
+
+
+def s3_secret(environ: Mapping[str, str]) -> tuple[str, dict[str, object]]:
+    """The CREATE SECRET statement and its parameters for S3 access as the environment describes it."""
+    parameters = s3_settings(environ)
+    options = ["TYPE s3", "PROVIDER config", "REGION $region"]
+    if "endpoint" in parameters:
+        options += ["ENDPOINT $endpoint", "URL_STYLE 'path'", "USE_SSL $use_ssl"]
+    if "key_id" in parameters:
+        options += ["KEY_ID $key_id", "SECRET $secret"]
+    if "session_token" in parameters:
+        options.append("SESSION_TOKEN $session_token")
     return f"CREATE SECRET overture ({', '.join(options)})", parameters

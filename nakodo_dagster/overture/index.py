@@ -6,53 +6,64 @@ row group's number and row count, its ``bbox`` statistics (xmin min, xmax max, y
 range of every column chunk; plus each file's footer itself, which pyarrow needs to decode a row group. It lives
 in ``<folder>/<root-hash>/<release>.parquet`` (one index row group per release file, so a run loads only the
 footers of the files it touches), written aside and renamed into place, and every run and process reuses it.
+The folder is ``OvertureResource.index`` (``NAKODO_OVERTURE_INDEX``); unset, ``index_folder`` puts it beside a
+DuckDB store or in the user's cache, never under the working folder.
 
 A run then picks the row groups whose statistics meet its box, coalesces the byte ranges of the columns it
-needs, fetches them with parallel range requests and decodes them from memory: no footer crosses the network.
+needs, fetches them with concurrent range requests and decodes them from memory: no footer crosses the network.
 
-Remote releases are fetched with plain HTTP range GETs from a small thread pool (urllib3), not through DuckDB:
-DuckDB cannot read a byte range, and pyarrow's S3 filesystem sends a HEAD per file first (a round trip per
-file, refused where a bucket policy grants anonymous readers only s3:GetObject, as the loopback server does).
-The endpoint, region and anonymous-unless-credentials rule are ``duck.s3_secret``'s, so DuckDB and this
-client always agree; with credentials, requests are signed with AWS Signature Version 4.
+Files are read through obstore (Rust's object_store): range GETs from one event loop, a local folder through
+the same calls. Not through DuckDB: DuckDB cannot read a byte range; nor pyarrow's S3 filesystem, which sends a
+HEAD per file first (a round trip per file, refused where a bucket policy grants anonymous readers only
+s3:GetObject, as the loopback server does). The endpoint, region and anonymous-unless-credentials rule are
+``duck.s3_settings``', the one DuckDB's secret is made from, so both clients always agree; with credentials,
+obstore signs the requests, without them it sends them unsigned.
 
 Overture releases never change once published, but a folder can be rewritten under the same name: each file's
-version (ETag, or size and modification time) is in the index, every range request is conditional on it, and a
-changed or vanished file raises ``StaleIndex`` so that the caller rebuilds the index.
+version (its ETag; a local file's, obstore's: inode, modification time and size) is in the index, every range
+request is conditional on it (If-Match), and a changed or vanished file raises ``StaleIndex`` so that the caller
+rebuilds the index.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
-import hmac
 import os
 import struct
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from typing import Any, TypeVar
 
 import numpy as np
+import obstore
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import urllib3
+from obstore.exceptions import NotFoundError, PreconditionError
+from obstore.store import LocalStore, S3Store
 
-from nakodo_dagster.overture.duck import connect, is_s3, s3_secret
+from nakodo_dagster.overture import duck
+from nakodo_dagster.overture.duck import connect, is_s3, s3_settings
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
 
-DEFAULT_INDEX_DIR = Path("data") / "overture_index"
 # Bumped whenever the index's columns change: an index of another version is rebuilt, never misread.
-INDEX_VERSION = "1"
-# Latency, not bandwidth, bounds a run over HTTP: enough connections that a block's requests go out in one round.
+INDEX_VERSION = "2"
+# Latency, not bandwidth, bounds a run over HTTP: enough requests in flight at once (each on a connection of its
+# own) that a block's requests go out in one round.
 FETCH_WORKERS = 64
+# Footers are decoded and files' row groups decoded on threads while the requests are out.
+DECODE_WORKERS = 4
+# The folder of release indexes' name, beside a DuckDB store or in the user's cache.
+INDEX_FOLDER_NAME = "overture_index"
 # Parquet footers are read from the end: 64 KiB gets small footers in one request, the length of large ones.
 TAIL_BYTES = 64 * 1024
 # Reading a hole between two needed ranges costs bytes, a request beyond one per connection costs a round trip:
@@ -82,6 +93,9 @@ _INDEX_SCHEMA = pa.schema(
 )
 
 
+T = TypeVar("T")
+
+
 class StaleIndex(Exception):
     """A release file changed or vanished since the index was built: rebuild the index and read again."""
 
@@ -102,114 +116,113 @@ class FetchStats:
                 self.requests += 1
 
 
-class _LocalFiles:
-    """Files in a local folder; a file's version is its size and modification time."""
+class _Objects:
+    """A root's files read by byte range through obstore: a local folder, or an S3 bucket as the environment says.
 
-    def __init__(self) -> None:
-        self.stats = FetchStats(requests=None)
+    Every read is a coroutine of the caller's event loop; at most FETCH_WORKERS are in flight at once.
+    """
 
-    def tail(self, path: str, length: int) -> tuple[bytes, int, str]:
-        with open(path, "rb") as file:
-            status = os.fstat(file.fileno())
-            start = max(0, status.st_size - length)
-            data = os.pread(file.fileno(), status.st_size - start, start)
+    def __init__(self, root: str) -> None:
+        if is_s3(root):
+            bucket = root.removeprefix("s3://").partition("/")[0]
+            self.prefix = f"s3://{bucket}/"
+            self.store: S3Store | LocalStore = s3_store(bucket, os.environ)
+        else:
+            # Local paths are absolute (check_root): the store's root is the file system's.
+            self.prefix = ""
+            self.store = LocalStore()
+        self.stats = FetchStats(requests=0 if self.prefix else None)
+        self.slots = asyncio.Semaphore(FETCH_WORKERS)
+
+    async def tail(self, path: str, length: int) -> tuple[bytes, int, str]:
+        """The last ``length`` bytes of a file (all of a shorter one), its size and its version (ETag)."""
+        async with self.slots:
+            result = await obstore.get_async(
+                self.store, path.removeprefix(self.prefix), options={"range": {"suffix": length}}
+            )
+            data = await result.bytes_async()
         self.stats.add(len(data))
-        return data, status.st_size, f"{status.st_size}:{status.st_mtime_ns}"
+        return bytes(data), result.meta["size"], result.meta["e_tag"] or ""
 
-    def read(self, path: str, offset: int, length: int, version: str) -> bytes:
+    async def read(self, path: str, offset: int, length: int, version: str) -> memoryview:
+        """``length`` bytes at ``offset`` of the file's ``version``; StaleIndex if the file changed or is gone.
+
+        Conditional on the version (If-Match), each request on its own: a file rewritten between two of a run's
+        requests fails the second one, so a run never decodes pages of two versions of a file. This is why the
+        reads are single ``get`` calls with ``if_match`` and not ``get_ranges``, which takes no condition; the
+        ranges are coalesced and split by ``plan_requests`` instead.
+        """
+        options: dict[str, Any] = {"range": (offset, offset + length)}
+        if version:
+            options["if_match"] = version
         try:
-            with open(path, "rb") as file:
-                status = os.fstat(file.fileno())
-                if f"{status.st_size}:{status.st_mtime_ns}" != version:
-                    raise StaleIndex(f"{path} changed since the index was built")
-                data = os.pread(file.fileno(), length, offset)
-        except FileNotFoundError as exc:
-            raise StaleIndex(f"{path} is gone since the index was built") from exc
+            async with self.slots:
+                result = await obstore.get_async(self.store, path.removeprefix(self.prefix), options=options)
+                data = memoryview(await result.bytes_async())
+        except (FileNotFoundError, NotFoundError, PreconditionError) as exc:
+            raise StaleIndex(f"{path} changed or is gone since the index was built: {exc}") from exc
+        if len(data) != length:
+            raise OSError(f"reading {length} bytes at {offset} of {path}: got {len(data)}")
         self.stats.add(len(data))
         return data
 
 
-class _S3Objects:
-    """Objects behind an S3 endpoint, read with range GETs; an object's version is its ETag."""
+def s3_store(bucket: str, environ: Mapping[str, str]) -> S3Store:
+    """An obstore client of ``bucket`` as ``duck.s3_settings`` describes S3 access, exactly as DuckDB's secret: the
+    same endpoint (path-style), region, timeout and retries; signed with the credentials when there are some,
+    unsigned (anonymous, as Overture's public bucket allows) when there are none.
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        _, self.settings = s3_secret(environ)
-        self.stats = FetchStats(requests=0)
-        self.http = urllib3.PoolManager(
-            maxsize=FETCH_WORKERS,
-            timeout=urllib3.Timeout(connect=10, read=60),
-            retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504)),
-        )
+    Everything the rule decides is passed explicitly, since obstore also reads AWS_* variables itself and an
+    explicit value wins over them. The credentials come from a provider of this rule's: without one, obstore builds
+    its own chain from the variables even when it does not sign (a lone AWS_ACCESS_KEY_ID is then an error, no key
+    a lookup of the instance's metadata service), and a provider takes precedence over that chain.
+    """
+    settings = s3_settings(environ)
+    signed = "key_id" in settings
+    config: dict[str, Any] = {"region": settings["region"], "skip_signature": not signed}
 
-    def url(self, path: str) -> str:
-        """The HTTP URL of ``s3://bucket/key``: path style at a named endpoint, virtual-hosted at AWS."""
-        bucket, _, key = path.removeprefix("s3://").partition("/")
-        if "endpoint" in self.settings:
-            scheme = "https" if self.settings["use_ssl"] else "http"
-            return f"{scheme}://{self.settings['endpoint']}/{bucket}/{quote(key)}"
-        return f"https://{bucket}.s3.{self.settings['region']}.amazonaws.com/{quote(key)}"
+    def credentials() -> dict[str, Any]:
+        if not signed:
+            raise PermissionError("S3 access is anonymous: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
+        keys = {"access_key_id": settings["key_id"], "secret_access_key": settings["secret"]}
+        # Keys from the environment do not expire: obstore asks once.
+        return keys | {"token": settings.get("session_token"), "expires_at": None}
 
-    def tail(self, path: str, length: int) -> tuple[bytes, int, str]:
-        response = self._get(path, f"bytes=-{length}", {})
-        if response.status not in (200, 206):
-            raise OSError(f"reading {path}: HTTP {response.status} {response.data[:200]!r}")
-        size = int(response.headers.get("Content-Range", f"/{len(response.data)}").rsplit("/", 1)[1])
-        return response.data, size, response.headers.get("ETag", "")
-
-    def read(self, path: str, offset: int, length: int, version: str) -> bytes:
-        response = self._get(path, f"bytes={offset}-{offset + length - 1}", {"If-Match": version} if version else {})
-        if response.status in (404, 412):
-            raise StaleIndex(f"{path} changed or is gone since the index was built (HTTP {response.status})")
-        if response.status != 206 or len(response.data) != length:
-            raise OSError(f"reading {length} bytes at {offset} of {path}: HTTP {response.status}")
-        return response.data
-
-    def _get(self, path: str, byte_range: str, headers: dict[str, str]) -> urllib3.BaseHTTPResponse:
-        url = self.url(path)
-        headers = {"Range": byte_range, **headers}
-        if "key_id" in self.settings:
-            headers = sign_v4("GET", url, headers, self.settings, dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
-        response = self.http.request("GET", url, headers=headers, preload_content=True)
-        self.stats.add(len(response.data))
-        return response
-
-
-def sign_v4(method: str, url: str, headers: dict[str, str], settings: Mapping[str, object], stamp: str) -> dict:
-    """The headers of an S3 request signed with AWS Signature Version 4 (payload unsigned, as S3 allows for GETs)."""
-    parts = urlsplit(url)
-    signed = {k.lower(): v.strip() for k, v in headers.items()} | {
-        "host": parts.netloc,
-        "x-amz-date": stamp,
-        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+    if "endpoint" in settings:
+        scheme = "https" if settings["use_ssl"] else "http"
+        config |= {"endpoint": f"{scheme}://{settings['endpoint']}", "virtual_hosted_style_request": False}
+    else:
+        config["virtual_hosted_style_request"] = True
+    # duck's constants, read now (not at import) as connect() reads them: 5xx, dropped connections and timeouts are
+    # retried with the same waits, and a request that hangs gives up after the same time.
+    wait = dt.timedelta(milliseconds=duck.HTTP_RETRY_WAIT_MS)
+    retries = {
+        "max_retries": duck.HTTP_RETRIES,
+        "backoff": {
+            "init_backoff": wait,
+            "base": duck.HTTP_RETRY_BACKOFF,
+            "max_backoff": wait * duck.HTTP_RETRY_BACKOFF**duck.HTTP_RETRIES,
+        },
+        "retry_timeout": dt.timedelta(seconds=duck.HTTP_TIMEOUT_S * (duck.HTTP_RETRIES + 1)),
     }
-    if settings.get("session_token"):
-        signed["x-amz-security-token"] = str(settings["session_token"])
-    names = sorted(signed)
-    canonical = "\n".join(
-        [
-            method,
-            parts.path or "/",
-            parts.query,
-            "".join(f"{name}:{signed[name]}\n" for name in names),
-            ";".join(names),
-            "UNSIGNED-PAYLOAD",
-        ]
-    )
-    scope = f"{stamp[:8]}/{settings['region']}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    key = f"AWS4{settings['secret']}".encode()
-    for part in (stamp[:8], str(settings["region"]), "s3", "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    return {k: v for k, v in signed.items() if k != "host"} | {
-        "Authorization": f"AWS4-HMAC-SHA256 Credential={settings['key_id']}/{scope}, "
-        f"SignedHeaders={';'.join(names)}, Signature={signature}"
+    client = {
+        "allow_http": not settings.get("use_ssl", True),
+        "connect_timeout": dt.timedelta(seconds=min(10, duck.HTTP_TIMEOUT_S)),
+        # Between two reads of a response, not for the whole of it: a long range on a slow link is not cut off.
+        "read_timeout": dt.timedelta(seconds=duck.HTTP_TIMEOUT_S),
+        "timeout": dt.timedelta(minutes=10),
     }
+    return S3Store(bucket, config=config, client_options=client, retry_config=retries, credential_provider=credentials)
 
 
-def open_files(root: str) -> _LocalFiles | _S3Objects:
-    """The way to read a root's files by byte range: local reads, or range GETs as the environment says."""
-    return _S3Objects(os.environ) if is_s3(root) else _LocalFiles()
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end from synchronous code, on a thread of its own if this one runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 @dataclass(frozen=True)
@@ -275,10 +288,28 @@ class ReleaseIndex:
         return found
 
 
-def index_path(root: str | Path, release: str, folder: str | Path = DEFAULT_INDEX_DIR) -> Path:
+def index_folder(configured: str | Path | None, environ: Mapping[str, str]) -> Path:
+    """The folder of release indexes: the configured one (``NAKODO_OVERTURE_INDEX``); unset or empty, the folder
+    beside a DuckDB store (``NAKODO_DATABASE``), else the user's cache (``XDG_CACHE_HOME``, or ~/.cache).
+
+    Never the working folder: every process of a deployment (the CLI, each run's pod) finds the same index.
+    """
+    if configured is not None and str(configured).strip():
+        return Path(str(configured).strip()).expanduser().absolute()
+    database = environ.get("NAKODO_DATABASE", "").strip()
+    # As open_store tells them apart: a URL (postgresql://) or :memory: is not a file to sit beside.
+    if database and "://" not in database and not database.startswith(":memory:"):
+        return Path(database).expanduser().absolute().parent / INDEX_FOLDER_NAME
+    cache = environ.get("XDG_CACHE_HOME", "").strip()
+    # The XDG spec: a relative path in the variable is invalid and ignored.
+    base = Path(cache) if cache and Path(cache).is_absolute() else Path.home() / ".cache"
+    return base / "nakodo_dagster" / INDEX_FOLDER_NAME
+
+
+def index_path(root: str | Path, release: str, folder: str | Path) -> Path:
     """Where a release's index lives: one folder per root (and S3 endpoint), one file per release."""
     root = check_root(root)
-    endpoint = s3_secret(os.environ)[1].get("endpoint", "") if is_s3(root) else ""
+    endpoint = s3_settings(os.environ).get("endpoint", "") if is_s3(root) else ""
     digest = hashlib.sha256(f"{endpoint}|{root}".encode()).hexdigest()[:16]
     return Path(folder) / digest / f"{release}.parquet"
 
@@ -305,18 +336,14 @@ def load_index(path: Path) -> ReleaseIndex | None:
     )
 
 
-def build_index(
-    root: str | Path, release: str, folder: str | Path = DEFAULT_INDEX_DIR
-) -> tuple[ReleaseIndex, FetchStats]:
+def build_index(root: str | Path, release: str, folder: str | Path) -> tuple[ReleaseIndex, FetchStats]:
     """Read every footer of the release once, store the index atomically, and return it with what it cost."""
     root = check_root(root)
     with connect(root) as connection:
         files = glob_files(connection, places_glob(root, release))
     if not files:
         raise missing_release(root, release)
-    source = open_files(root)
-    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
-        tables = list(pool.map(lambda path: _file_rows(source, path), files))
+    source, tables = _run(_index_rows(root, files))
     path = index_path(root, release, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     schema = _INDEX_SCHEMA.with_metadata({"nakodo_index_version": INDEX_VERSION, "root": root, "release": release})
@@ -336,15 +363,34 @@ def build_index(
     return index, source.stats
 
 
-def _file_rows(source: _LocalFiles | _S3Objects, path: str) -> pa.Table:
-    """One release file's index rows, read from its footer."""
-    tail, size, version = source.tail(path, TAIL_BYTES)
+async def _index_rows(root: str, files: Sequence[str]) -> tuple[_Objects, list[pa.Table]]:
+    """Every file's index rows, footers fetched concurrently and decoded on threads as they land."""
+    source = _Objects(root)
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(DECODE_WORKERS) as pool:
+
+        async def rows(path: str) -> pa.Table:
+            footer, size, version = await _footer(source, path)
+            return await loop.run_in_executor(pool, _file_rows, path, footer, size, version)
+
+        return source, list(await asyncio.gather(*(rows(path) for path in files)))
+
+
+async def _footer(source: _Objects, path: str) -> tuple[bytes, int, str]:
+    """A file's footer (with the magic before it, as pyarrow reads it), its size and its version."""
+    tail, size, version = await source.tail(path, TAIL_BYTES)
     if tail[-4:] != _MAGIC:
         raise OSError(f"{path} is not a Parquet file")
     (length,) = struct.unpack("<I", tail[-8:-4])
     if length + 8 > len(tail):
-        tail = source.read(path, size - length - 8, length + 8 - len(tail), version) + tail
-    footer = _MAGIC + tail[-length - 8 :]
+        if length + 8 > size:
+            raise OSError(f"{path} is not a Parquet file: its footer is longer than the file")
+        tail = bytes(await source.read(path, size - length - 8, length + 8 - len(tail), version)) + tail
+    return _MAGIC + tail[-length - 8 :], size, version
+
+
+def _file_rows(path: str, footer: bytes, size: int, version: str) -> pa.Table:
+    """One release file's index rows, read from its footer."""
     metadata = pq.read_metadata(pa.BufferReader(footer))
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     rows: dict[str, list] = {name: [] for name in _INDEX_SCHEMA.names}
@@ -423,18 +469,20 @@ def fetch_plan(index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], b
 def read_row_groups(
     root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
 ) -> tuple[pa.Table, FetchStats]:
-    """The wanted columns of the given index rows' row groups, fetched by parallel range requests and decoded."""
-    source = open_files(root)
+    """The wanted columns of the given index rows' row groups, fetched by concurrent range requests and decoded."""
+    return _run(_read_row_groups(root, index, rows, columns))
+
+
+async def _read_row_groups(
+    root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
+) -> tuple[pa.Table, FetchStats]:
+    source = _Objects(root)
     requests = fetch_plan(index, rows, columns)
     groups = index.groups(rows)
     # Each file is decoded from one buffer of its full size: only the fetched pages are ever touched (the rest is
     # never committed), and Arrow reads it natively instead of through a Python file object.
     buffers: dict[int, np.ndarray] = {}
     waiting = Counter(file_number for file_number, _, _ in requests)
-    tables: dict[int, pa.Table] = {}
-
-    def fetch(file_number: int, offset: int, length: int) -> bytes:
-        return source.read(index.files[file_number], offset, length, index.versions[file_number])
 
     def decode(file_number: int, footer: pq.FileMetaData) -> pa.Table:
         buffer = buffers.get(file_number, np.zeros(0, dtype=np.uint8))
@@ -442,18 +490,33 @@ def read_row_groups(
         leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
         return reader.read_row_groups(groups.get(file_number, []), columns=[c for c in leaves if columns(c)])
 
-    with ThreadPoolExecutor(FETCH_WORKERS) as pool:
-        requested = {pool.submit(fetch, *request): request for request in requests}
+    async def fetch(file_number: int, offset: int, length: int) -> tuple[int, int, memoryview]:
+        data = await source.read(index.files[file_number], offset, length, index.versions[file_number])
+        return file_number, offset, data
+
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(DECODE_WORKERS) as pool:
         # Footers are parsed while the requests are out, not after they land (tens of milliseconds a file).
-        footers = {f: pool.submit(index.footer, f) for f in groups}
-        # A file is decoded as soon as its last piece lands, while the other files' requests are still out.
-        for done in as_completed(requested):
-            file_number, offset, length = requested[done]
-            if file_number not in buffers:
-                buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
-            buffers[file_number][offset : offset + length] = np.frombuffer(done.result(), dtype=np.uint8)
-            waiting[file_number] -= 1
-            if not waiting[file_number]:
-                tables[file_number] = decode(file_number, footers[file_number].result())
-    # No row group meets the box: file 0 still gives the columns' types, for an empty table.
-    return pa.concat_tables([tables[f] for f in sorted(tables)] or [decode(0, index.footer(0))]), source.stats
+        footers = {f: loop.run_in_executor(pool, index.footer, f) for f in groups}
+
+        async def decoded(file_number: int) -> pa.Table:
+            return await loop.run_in_executor(pool, decode, file_number, await footers[file_number])
+
+        tables: dict[int, asyncio.Task[pa.Table]] = {}
+        fetches = [asyncio.ensure_future(fetch(*request)) for request in requests]
+        try:
+            # A file is decoded as soon as its last piece lands, while the other files' requests are still out.
+            for done in asyncio.as_completed(fetches):
+                file_number, offset, data = await done
+                if file_number not in buffers:
+                    buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
+                buffers[file_number][offset : offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+                waiting[file_number] -= 1
+                if not waiting[file_number]:
+                    tables[file_number] = asyncio.ensure_future(decoded(file_number))
+            # No row group meets the box: file 0 still gives the columns' types, for an empty table.
+            decoded_tables = [await tables[f] for f in sorted(tables)] or [decode(0, index.footer(0))]
+        finally:
+            for task in (*fetches, *tables.values()):
+                task.cancel()
+    return pa.concat_tables(decoded_tables), source.stats

@@ -1,9 +1,9 @@
 """One import run's read of an Overture places release: one DuckDB query over the run's box.
 
 With a release index (``overture.index``, built on a release's first read and reused by every run and
-process), only the row groups meeting the box and only the columns the query uses are fetched, by parallel
-range requests, and the same query runs over them in memory. Without one (``index_dir=None``), DuckDB reads the
-release's files itself, footers and all.
+process, in the folder ``index_dir`` names), only the row groups meeting the box and only the columns the
+query uses are fetched, by concurrent range requests, and the same query runs over them in memory. Without one
+(``index_dir=None``), DuckDB reads the release's files itself, footers and all.
 
 What a run keeps:
 
@@ -41,7 +41,6 @@ import pyarrow as pa
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.duck import connect, is_s3
 from nakodo_dagster.overture.index import (
-    DEFAULT_INDEX_DIR,
     FetchStats,
     ReleaseIndex,
     StaleIndex,
@@ -124,12 +123,11 @@ class ReadResult:
     schema: str
 
 
-def read_places(
-    run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None = DEFAULT_INDEX_DIR
-) -> ReadResult:
+def read_places(run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None) -> ReadResult:
     """The places of one import run from one release: the run's box, categories and (for a country) country.
 
-    ``index_dir`` holds release indexes (built here on a release's first read); None reads without one.
+    ``index_dir`` holds release indexes (built here on a release's first read; ``OvertureResource.index_dir``
+    is the configured one); None reads without one.
     """
     started = time.perf_counter()
     if run.country_code and run.areas != (f"country:{run.country_code}",):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import dagster as dg
 from pydantic import Field
 
+from nakodo_dagster.overture.index import index_folder
 from nakodo_dagster.overture.reader import ReadResult, read_places
 from nakodo_dagster.overture.releases import check_release_name, check_root, resolve_release
 from nakodo_dagster.placement import ImportRun
@@ -19,10 +23,19 @@ class OvertureResource(dg.ConfigurableResource):
     releases) or an ``s3://`` prefix (``s3://overturemaps-us-west-2/release`` in production; another
     S3-compatible endpoint is named by ``AWS_ENDPOINT_URL``). An empty root switches imports off: the
     search works on what is already loaded and no import is asked for.
+
+    ``index`` is the folder of release indexes, which every run and process of a deployment shares (a volume
+    every pod mounts). Empty: beside the store when ``NAKODO_DATABASE`` is a DuckDB file, else the user's
+    cache folder; never the working folder.
     """
 
     root: str = Field(default="", description="Folder or s3:// prefix of releases (NAKODO_OVERTURE_ROOT).")
     release: str = Field(default="", description="Release; empty: the newest (NAKODO_OVERTURE_RELEASE).")
+    index: str = Field(
+        default="",
+        description="Folder of release indexes; empty: beside a DuckDB store, else the user's cache "
+        "(NAKODO_OVERTURE_INDEX).",
+    )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Refuse a root or a release name that cannot be right before a tick reserves anything or a run reads."""
@@ -30,6 +43,11 @@ class OvertureResource(dg.ConfigurableResource):
             check_root(self.root)
         if self.release.strip():
             check_release_name(self.release.strip())
+
+    @property
+    def index_dir(self) -> Path:
+        """The folder of release indexes: ``index``, or its default worked out now (never at import)."""
+        return index_folder(self.index, os.environ)
 
     @property
     def off_reason(self) -> str | None:
@@ -42,4 +60,4 @@ class OvertureResource(dg.ConfigurableResource):
 
     def read(self, run: ImportRun, release: str) -> ReadResult:
         """The places one import run reads from the release."""
-        return read_places(run, self.root, release)
+        return read_places(run, self.root, release, index_dir=self.index_dir)

@@ -33,7 +33,7 @@ class RemoteRelease:
 
 
 @pytest.fixture
-def remote_release(s3_server: str, release_root: str, tmp_path, monkeypatch) -> Iterator[RemoteRelease]:
+def remote_release(s3_server: str, release_root: str, monkeypatch) -> Iterator[RemoteRelease]:
     """The sample release on the loopback S3 server, behind the fault proxy, anonymous as Overture's bucket is."""
     bucket = f"faults-{uuid.uuid4().hex[:12]}"
     client = s3_client(s3_server)
@@ -42,8 +42,6 @@ def remote_release(s3_server: str, release_root: str, tmp_path, monkeypatch) -> 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    # Release indexes go to data/overture_index under the working directory: this test's own.
-    monkeypatch.chdir(tmp_path)
     try:
         yield RemoteRelease(f"s3://{bucket}/{PREFIX}", bucket, proxy, client)
     finally:

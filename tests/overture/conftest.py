@@ -24,6 +24,12 @@ def sample_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def index_dir(tmp_path_factory) -> Path:
+    """A folder of release indexes the reading tests share, as every run of a deployment shares one."""
+    return tmp_path_factory.mktemp("overture_index")
+
+
+@pytest.fixture(scope="session")
 def s3_bucket(s3_server: str, sample_root: Path) -> str:
     """The sample releases uploaded under s3://BUCKET/PREFIX, readable by anyone, as Overture's bucket is."""
     upload_releases(s3_client(s3_server), sample_root, BUCKET)

@@ -2,30 +2,31 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from overture_helpers import CURRENT, PREVIOUS, block_run, fiji_run
 
 from nakodo_dagster.overture import index as release_index
 from nakodo_dagster.overture.index import (
     HOLE_BUDGET,
+    StaleIndex,
     build_index,
     fetch_plan,
+    index_folder,
     index_path,
     load_index,
     plan_requests,
-    sign_v4,
 )
 from nakodo_dagster.overture.reader import longitude_ranges, query_column, read_places
 from nakodo_dagster.placement import ImportRun, country_area
@@ -225,15 +226,91 @@ def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_rang
     assert sum(n for *_, n in split) == sum(n for *_, n in requests)
 
 
-def test_signed_requests_match_botocore(monkeypatch):
-    settings = {"region": "us-west-2", "key_id": "AKID", "secret": "secret", "session_token": "token"}
-    url = "http://127.0.0.1:9000/bucket/release/2026-11-18.0/theme%3Dplaces/type%3Dplace/part-0.parquet"
-    now = dt.datetime(2026, 12, 2, 12, 0, 0)
-    mine = sign_v4("GET", url, {"Range": "bytes=0-99"}, settings, now.strftime("%Y%m%dT%H%M%SZ"))
-    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: now)
-    request = AWSRequest("GET", url, headers={"Range": "bytes=0-99"})
-    # S3 GETs are signed with an unsigned payload, as this client signs them.
-    request.context["client_config"] = SimpleNamespace(s3={"payload_signing_enabled": False})
-    S3SigV4Auth(Credentials("AKID", "secret", "token"), "s3", "us-west-2").add_auth(request)
-    assert mine["Authorization"] == request.headers["Authorization"]
-    assert mine["x-amz-security-token"] == "token"
+class _RecordingS3(BaseHTTPRequestHandler):
+    """Answers every range GET from a fixed object (ETag "v1") and remembers each request's headers."""
+
+    body = bytes(range(256)) * 4
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append({k.lower(): v for k, v in self.headers.items()} | {"path": self.path})
+        if self.headers.get("If-Match", '"v1"') != '"v1"':
+            self.send_response(412)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        first, last = (int(n) for n in self.headers["Range"].removeprefix("bytes=").split("-"))
+        data = self.body[first : last + 1]
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {first}-{first + len(data) - 1}/{len(self.body)}")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("ETag", '"v1"')
+        self.send_header("Last-Modified", formatdate(usegmt=True))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recording_s3(monkeypatch) -> Iterator[type[_RecordingS3]]:
+    """A loopback S3 stand-in named by AWS_ENDPOINT_URL, with no credentials in the environment."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RecordingS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    _RecordingS3.seen = []
+    try:
+        yield _RecordingS3
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _read(offset: int, length: int, version: str) -> bytes:
+    async def read() -> bytes:
+        return bytes(await release_index._Objects("s3://bucket/release").read(path, offset, length, version))
+
+    path = "s3://bucket/release/2026-11-18.0/theme=places/type=place/part-0.parquet"
+    return release_index._run(read())
+
+
+@pytest.mark.parametrize(
+    "credentials",
+    [{}, {"AWS_ACCESS_KEY_ID": "AKID"}, {"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret"}],
+    ids=["none", "a key without its secret", "a key and its secret"],
+)
+def test_object_reads_are_anonymous_unless_both_keys_are_set_as_duckdb_reads(recording_s3, monkeypatch, credentials):
+    for name, value in credentials.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "token")
+
+    assert _read(10, 20, '"v1"') == recording_s3.body[10:30]
+
+    [request] = recording_s3.seen
+    assert request["path"] == "/bucket/release/2026-11-18.0/theme%3Dplaces/type%3Dplace/part-0.parquet"
+    assert request["range"] == "bytes=10-29" and request["if-match"] == '"v1"'
+    if "AWS_SECRET_ACCESS_KEY" in credentials:
+        assert request["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKID/")
+        assert "/us-west-2/s3/aws4_request" in request["authorization"]
+        assert request["x-amz-security-token"] == "token"
+    else:
+        assert "authorization" not in request and "x-amz-security-token" not in request
+
+
+def test_a_read_of_another_version_is_a_stale_index(recording_s3):
+    with pytest.raises(StaleIndex, match="changed or is gone"):
+        _read(0, 10, '"v0"')
+
+
+def test_the_index_folder_is_configured_or_beside_a_duckdb_store_or_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    home = Path.home()
+    assert index_folder(str(tmp_path / "indexes"), {}) == tmp_path / "indexes"
+    assert index_folder(" ", {"NAKODO_DATABASE": "/srv/nakodo/store.duckdb"}) == Path("/srv/nakodo/overture_index")
+    postgres = {"NAKODO_DATABASE": "postgresql://nakodo@db:5432/nakodo", "XDG_CACHE_HOME": "/var/cache/u"}
+    assert index_folder("", postgres) == Path("/var/cache/u/nakodo_dagster/overture_index")
+    # A relative XDG_CACHE_HOME is invalid (the XDG spec): the user's ~/.cache, never the working folder.
+    assert index_folder(None, {"XDG_CACHE_HOME": "cache"}) == home / ".cache/nakodo_dagster/overture_index"

@@ -14,9 +14,9 @@ from nakodo_dagster.overture.releases import list_releases, newest_release, reso
 
 @pytest.mark.parametrize("release", [CURRENT, PREVIOUS])
 @pytest.mark.parametrize("run", [block_run(52.0, -2.0), fiji_run()], ids=["block", "antimeridian country"])
-def test_reading_s3_gives_the_same_rows_as_reading_the_folder(sample_root, s3_root, expected, release, run):
-    remote = read_places(run, s3_root, release)
-    local = read_places(run, str(sample_root), release)
+def test_reading_s3_gives_the_same_rows_as_reading_the_folder(index_dir, sample_root, s3_root, expected, release, run):
+    remote = read_places(run, s3_root, release, index_dir=index_dir)
+    local = read_places(run, str(sample_root), release, index_dir=index_dir)
     assert remote.table.equals(local.table)
     assert remote.table.to_pylist() and [tuple(r.values()) for r in remote.table.to_pylist()] == expected(release, run)
     assert remote.stats.files == 4
