@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from importlib.resources import files
 from pathlib import Path
 
 import click
@@ -39,7 +40,18 @@ from nakodo_dagster.placement import (
     check_categories,
     parse_area_key,
 )
-from nakodo_dagster.store import Campaign, Store, StoreLocked, check_campaign_name, open_store
+from nakodo_dagster.plan_config import configured_plans, plan_named
+from nakodo_dagster.plans import LIMITS, Plan
+from nakodo_dagster.store import (
+    DEFAULT_ACCOUNT_ID,
+    AccountUsage,
+    Campaign,
+    Store,
+    StoreLocked,
+    check_account_name,
+    check_campaign_name,
+    open_store,
+)
 
 DEFAULT_DATA = Path("data")
 DEMO_CAMPAIGNS = (
@@ -48,17 +60,7 @@ DEMO_CAMPAIGNS = (
     ("Swiss cafes", Targeting((CountryLocation("CH"),), ("cafe",))),
     ("Fiji restaurants", Targeting((PointLocation(-17.0, 179.97, 50),), ("restaurant",))),
 )
-# The Dagster instance `nakodo sync` makes when DAGSTER_HOME is unset; `make run` links the project's
-# dagster.yaml over it, which says the same and documents the production profile.
 SYNC_LOG = "nakodo_sync.log"
-DEFAULT_INSTANCE_SETTINGS = """\
-# Written by `nakodo sync`: the embedded default instance (storage in SQLite files beside this one).
-concurrency:
-  pools:
-    default_limit: 2
-telemetry:
-  enabled: false
-"""
 
 
 def database_url() -> str:
@@ -102,8 +104,10 @@ def main() -> None:
 
     Configured by NAKODO_DATABASE (a DuckDB file or a postgresql:// URL; default data/nakodo.duckdb),
     NAKODO_OVERTURE_ROOT (a folder or an s3:// prefix of releases; unset: imports off),
-    NAKODO_OVERTURE_RELEASE (default: the newest), AWS_ENDPOINT_URL (an S3-compatible endpoint) and
-    NAKODO_NOMINATIM_URL (default: OpenStreetMap's public Nominatim).
+    NAKODO_OVERTURE_RELEASE (default: the newest), NAKODO_OVERTURE_INDEX (the release indexes' folder;
+    default: beside a DuckDB store, else the user's cache), AWS_ENDPOINT_URL (an S3-compatible endpoint),
+    NAKODO_NOMINATIM_URL (default: OpenStreetMap's public Nominatim) and NAKODO_PLANS (a plans file replacing
+    the shipped plans).
     """
 
 
@@ -221,22 +225,38 @@ def campaign() -> None:
     metavar="C",
     help="An Overture category such as cafe or italian_restaurant; repeat for several.",
 )
+@click.option(
+    "--account",
+    "account_id",
+    type=int,
+    default=DEFAULT_ACCOUNT_ID,
+    show_default=True,
+    help="The account the campaign belongs to (`nakodo account list`); its plan must have room for it.",
+)
 def campaign_add(
-    name: str, near: str | None, at: str | None, radius_km: str | None, country: str | None, categories: tuple[str, ...]
+    name: str,
+    near: str | None,
+    at: str | None,
+    radius_km: str | None,
+    country: str | None,
+    categories: tuple[str, ...],
+    account_id: int,
 ) -> None:
     """Create an active campaign; its id is printed on the last line.
 
     \b
     nakodo campaign add --name "Leeds cafes" --near Leeds --radius-km 25 --category cafe --category pub
     nakodo campaign add --name "Leeds cafes" --at 53.7997,-1.5492 --radius-km 25 --category cafe
-    nakodo campaign add --name "Swiss cafes" --country CH --category cafe
+    nakodo campaign add --name "Swiss cafes" --country CH --category cafe --account 2
     """
     name = check_campaign_name(name)
     categories = check_categories(categories)
     request = parse_location(near, at, country, radius_km)
     store = open_configured_store()
+    # An unknown account is refused before a place name costs a look-up.
+    store.account(account_id)
     targeting = Targeting((request.resolve(store),), categories)
-    campaign_id = store.add_campaign(name, targeting)
+    campaign_id = store.add_campaign(name, targeting, account_id=account_id)
     click.echo(f"Campaign {name!r}: {describe_location(targeting.locations[0])}; {', '.join(categories)}")
     click.echo(campaign_id)
 
@@ -266,15 +286,28 @@ def _locations(campaign: Campaign) -> str:
     return "; ".join(describe_location(location) for location in campaign.targeting.locations)
 
 
+def _status(campaign: Campaign) -> str:
+    return f"{campaign.status}: {campaign.paused_reason}" if campaign.paused_reason else campaign.status
+
+
 @campaign.command("list")
 def campaign_list() -> None:
-    """Every campaign, oldest first: id, status, name, locations and categories."""
-    campaigns = open_configured_store().campaigns()
+    """Every campaign, oldest first: id, status, account, name, locations and categories; then why each campaign
+    its account's plan paused was paused."""
+    store = open_configured_store()
+    campaigns = store.campaigns()
     if not campaigns:
         click.echo("No campaigns yet: `nakodo campaign add --help` shows how to add one.")
         return
-    rows = [[c.id, c.status, c.name, _locations(c), ", ".join(c.targeting.categories)] for c in campaigns]
-    click.echo(columns(["id", "status", "name", "locations", "categories"], rows), nl=False)
+    accounts = {usage.account.id: usage.account.name for usage in store.accounts()}
+    rows = [
+        [c.id, c.status, accounts[c.account_id], c.name, _locations(c), ", ".join(c.targeting.categories)]
+        for c in campaigns
+    ]
+    click.echo(columns(["id", "status", "account", "name", "locations", "categories"], rows), nl=False)
+    for c in campaigns:
+        if c.paused_reason:
+            click.echo(f"Campaign {c.id} is {_status(c)}")
 
 
 @campaign.command("show")
@@ -285,9 +318,11 @@ def campaign_show(campaign_id: int) -> None:
     campaign = store.campaign(campaign_id)
     areas = areas_for(campaign.targeting)
     countries = sum(1 for key in areas if key.startswith("country:"))
+    account = store.account(campaign.account_id)
     lines = [
         f"Campaign {campaign.id}: {campaign.name}",
-        f"status: {campaign.status}",
+        f"status: {_status(campaign)}",
+        f"account: {account.name} (id {account.id}), plan {account.plan}",
         f"created: {campaign.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
         f"categories: {', '.join(campaign.targeting.categories)}",
         "locations:",
@@ -301,7 +336,8 @@ def campaign_show(campaign_id: int) -> None:
 @campaign.command("pause")
 @click.argument("campaign_id", type=int)
 def campaign_pause(campaign_id: int) -> None:
-    """Stop a campaign's imports and searches until it is resumed; its businesses stay."""
+    """Stop a campaign's imports and searches until it is resumed; its businesses stay, and what it held no
+    longer counts against its account's plan."""
     open_configured_store().set_campaign_status(campaign_id, "paused")
     click.echo(f"Campaign {campaign_id} paused")
 
@@ -309,9 +345,97 @@ def campaign_pause(campaign_id: int) -> None:
 @campaign.command("resume")
 @click.argument("campaign_id", type=int)
 def campaign_resume(campaign_id: int) -> None:
-    """Let a paused campaign's imports and searches run again."""
+    """Let a paused campaign's imports and searches run again, if its account's plan has room for it."""
     open_configured_store().set_campaign_status(campaign_id, "active")
     click.echo(f"Campaign {campaign_id} active")
+
+
+# Accounts and plans
+
+
+@main.group()
+def account() -> None:
+    """Accounts: who campaigns belong to, and the plan that bounds what their active campaigns ask for.
+
+    Plans come from the package (free, starter, pro, unlimited) or from the TOML file NAKODO_PLANS names.
+    """
+
+
+def _plan_in_words(plan: Plan) -> str:
+    return f"plan {plan.name} ({plan.describe()})"
+
+
+def _used(entry: AccountUsage, kind: str, plan: Plan | None) -> str:
+    """What the account's active campaigns use of one limit: ``20 of 25``, or ``20`` where there is no limit."""
+    used, limit = getattr(entry.usage, kind), getattr(plan, kind, None)
+    return f"{used:,}" if limit is None else f"{used:,} of {limit:,}"
+
+
+@account.command("add")
+@click.option("--name", required=True, help="What the account is called (1 to 200 characters, unique).")
+@click.option("--plan", "plan_name", required=True, help="One of the plans in force, e.g. free, starter, pro.")
+def account_add(name: str, plan_name: str) -> None:
+    """Create an account on a plan; its id is printed on the last line.
+
+    \b
+    nakodo account add --name "Acme Bakeries" --plan starter
+    """
+    name = check_account_name(name)
+    plan = plan_named(plan_name)
+    account_id = open_configured_store().add_account(name, plan.name)
+    click.echo(f"Account {name!r} on {_plan_in_words(plan)}")
+    click.echo(account_id)
+
+
+@account.command("list")
+def account_list() -> None:
+    """Every account, oldest first: its plan and what its active campaigns use of each limit."""
+    plans = configured_plans()
+    rows = []
+    for entry in open_configured_store().accounts():
+        plan = plans.get(entry.account.plan)
+        name = entry.account.plan if plan else f"{entry.account.plan} (not a plan in force)"
+        used = [_used(entry, kind, plan) for kind, _, _ in LIMITS]
+        rows.append([entry.account.id, entry.account.name, name, *used, entry.paused_for_plan])
+    header = ["id", "name", "plan", *(many for _, _, many in LIMITS), "paused by plan"]
+    click.echo(columns(header, rows), nl=False)
+
+
+@account.command("show")
+@click.argument("account_id", type=int)
+def account_show(account_id: int) -> None:
+    """One account: its plan, its limits, what its active campaigns use and what is left."""
+    entry = open_configured_store().account_usage(account_id)
+    plan = plan_named(entry.account.plan)
+    left = plan.left(entry.usage)
+    lines = [
+        f"Account {entry.account.id}: {entry.account.name}",
+        _plan_in_words(plan),
+        f"created: {entry.account.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
+        *(
+            f"{many}: {_used(entry, kind, plan)}" + (" (no limit)" if left[kind] is None else f", {left[kind]:,} left")
+            for kind, _, many in LIMITS
+        ),
+        f"campaigns paused by the plan: {entry.paused_for_plan} (`nakodo campaign list` says why)",
+    ]
+    click.echo("\n".join(lines))
+
+
+@account.command("set-plan")
+@click.argument("account_id", type=int)
+@click.argument("plan_name", metavar="PLAN")
+def account_set_plan(account_id: int, plan_name: str) -> None:
+    """Move account ACCOUNT_ID to PLAN. If its active campaigns no longer fit, the newest are paused (with the
+    reason, in `campaign show` and `campaign list`) until the rest does; resume them once the plan has room.
+    Setting the plan the account is on applies its limits again after the plans file changed.
+    """
+    plan = plan_named(plan_name)
+    paused = open_configured_store().set_account_plan(account_id, plan.name)
+    click.echo(f"Account {account_id} is on {_plan_in_words(plan)}")
+    for campaign_id, reason in paused.items():
+        click.echo(f"Paused campaign {campaign_id}: {reason}")
+    if not paused:
+        click.echo("Its active campaigns fit the plan.")
 
 
 # Headless runs
@@ -331,7 +455,8 @@ def dagster_home() -> Path:
         home.mkdir(parents=True, exist_ok=True)
         settings = home / "dagster.yaml"
         if not settings.is_symlink() and not settings.exists():
-            settings.write_text(DEFAULT_INSTANCE_SETTINGS, encoding="utf-8")
+            # The embedded default's instance, the one `make run` links: two imports at a time, telemetry off.
+            settings.write_text(files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text("utf-8"), "utf-8")
     # Dagster wants an absolute DAGSTER_HOME; the import and search runs in this process read it.
     os.environ["DAGSTER_HOME"] = str(home)
     return home
@@ -359,7 +484,13 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
     root = os.environ.get("NAKODO_OVERTURE_ROOT", "").strip()
     release = os.environ.get("NAKODO_OVERTURE_RELEASE", "").strip()
     if campaign_id is not None:
-        store.campaign(campaign_id)
+        chosen = store.campaign(campaign_id)
+        if chosen.status != "active":
+            # A paused campaign is not imported for: the sync would wait on imports nobody asks for.
+            raise InvalidInput(
+                f"campaign {campaign_id} is paused, and nothing is imported for a paused campaign: resume it first "
+                f"(`nakodo campaign show {campaign_id}` says why it is paused)"
+            )
     elif not store.campaigns(active_only=True):
         click.echo("No active campaign to sync: `nakodo campaign add --help` shows how to add one.")
         return
@@ -381,9 +512,9 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
         # Dagster takes seconds to import: only this command pays for it.
         import dagster as dg
 
+        from nakodo_dagster.definitions import defs
         from nakodo_dagster.headless import SyncReport
         from nakodo_dagster.headless import sync as headless_sync
-        from nakodo_dagster.resources import OvertureResource, StoreResource
 
         def on_step(message: str, report: SyncReport) -> None:
             bar.set_description_str(message, refresh=False)
@@ -393,14 +524,20 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
             )
             bar.update()
 
+        # The code location's own resources, so that a sync reads and writes exactly what the daemon's runs do.
+        # They name their settings with dg.EnvVar, which refuses an unset variable: the CLI's defaults stand in.
+        os.environ["NAKODO_DATABASE"] = database_url()
+        for name in ("NAKODO_OVERTURE_ROOT", "NAKODO_OVERTURE_RELEASE", "NAKODO_OVERTURE_INDEX"):
+            os.environ.setdefault(name, "")
         with (
             dg.DagsterInstance.get() as instance,
+            dg.build_resources(defs.resources, instance=instance) as resources,
             tqdm(file=terminal, unit=" steps", bar_format="{desc}{postfix} [{elapsed}]") as bar,
         ):
             report = headless_sync(
                 instance,
-                StoreResource(database=database_url()),
-                OvertureResource(root=root, release=release),
+                resources.store,
+                resources.overture,
                 campaign_id=campaign_id,
                 wait_seconds=wait_seconds,
                 on_step=on_step,

@@ -15,6 +15,7 @@ from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.sensors.failure_sensor import import_job_pairs, report_failed_partitions
 from nakodo_dagster.sensors.import_sensor import request_import_runs
 
 log = logging.getLogger("nakodo_dagster")
@@ -82,6 +83,9 @@ def sync(
             report.import_runs += 1
             if not outcome.success:
                 report.failed_runs.append(request.tags.get(tags.BOX, request.run_key or ""))
+                # What import_failure_sensor does under the daemon: the UI shows the run's pairs as failed.
+                run = outcome.dagster_run
+                report_failed_partitions(instance, run, import_job_pairs(run) or (), store.store)
             on_step(f"import {request.tags.get(tags.AREA)} {'ok' if outcome.success else 'FAILED'}", report)
         report.pending = 0
         # One batch run for every campaign synced, as the search sensor asks for.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,15 +35,20 @@ class ImportOutcome:
     pairs: list[PairReport]
     read: ReadResult
     seconds: float
+    replaced_marks: dict[tuple[str, str], datetime]
+    """Pairs whose mark on its way belonged to another import (that mark's stamp): this write replaced them."""
 
 
-def execute_import(run: ImportRun, store: Store, overture: OvertureResource, release: str) -> ImportOutcome:
+def execute_import(
+    run: ImportRun, store: Store, overture: OvertureResource, release: str, stamp: datetime | None
+) -> ImportOutcome:
     """Read the run's box (no store lock held meanwhile), then write its pairs in one short transaction, dated
-    when it commits."""
+    when it commits; ``stamp`` is the run's own marks' (None: it holds none)."""
     started = time.perf_counter()
     read = overture.read(run, release)
-    store.write_import(run, release, read.table)
-    return ImportOutcome(run, release, pair_reports(run, read.table), read, time.perf_counter() - started)
+    written = store.write_import(run, release, read.table, stamp=stamp)
+    seconds = time.perf_counter() - started
+    return ImportOutcome(run, release, pair_reports(run, read.table), read, seconds, written.replaced_marks)
 
 
 def pair_reports(run: ImportRun, table: pa.Table) -> list[PairReport]:

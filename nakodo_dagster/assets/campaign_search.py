@@ -16,7 +16,7 @@ from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.placement import REQUESTED, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Campaign, Store
+from nakodo_dagster.store import Campaign, CampaignAccount, Store
 from nakodo_dagster.store.models import SearchProgress
 
 CAMPAIGN_SEARCH = dg.AssetKey("campaign_search")
@@ -61,6 +61,13 @@ def _map_key(progress: SearchProgress, total: int) -> str:
     return f"{total} businesses; areas {progress.coming} coming, {progress.missing} missing, {progress.failed} failed"
 
 
+def _status(standing: CampaignAccount) -> str:
+    """``active``, ``paused by hand`` or ``paused: `` and the reason the account's plan paused it."""
+    if standing.status == "active":
+        return "active"
+    return f"paused: {standing.paused_reason}" if standing.paused_reason else "paused by hand"
+
+
 def _map(store: Store, campaign_id: int, total: int, now: datetime) -> dg.MetadataValue:
     campaign = store.campaign(campaign_id)
     states = campaign_progress(store, campaign, None, now).states
@@ -90,8 +97,10 @@ def search_campaigns(
     now = datetime.now(UTC)
     progress = store.search_progress(now, list(searched))
     changed = store.remember_maps({p.campaign_id: _map_key(p, searched[p.campaign_id][1]) for p in progress})
+    standings = store.campaign_accounts(searched)
     for campaign in progress:
         added, total = searched[campaign.campaign_id]
+        standing = standings[campaign.campaign_id]
         if off_reason and campaign.not_loaded:
             log.warning(
                 f"{campaign.name}: {campaign.not_loaded} areas of business listings not loaded: {off_reason}; "
@@ -102,6 +111,9 @@ def search_campaigns(
             campaign.campaign_id,
             {
                 "campaign": campaign.name,
+                "account": f"{standing.account.name} (id {standing.account.id})",
+                "plan": standing.account.plan,
+                "status": _status(standing),
                 "businesses_added": added,
                 "businesses_total": total,
                 "pending_areas": campaign.pending(imports_on=off_reason is None),

@@ -68,7 +68,24 @@ def pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict[str, object]
         metadata["run_bytes_read"] = stats.bytes_read
     if stats.requests is not None:
         metadata["run_http_requests"] = stats.requests
+    if other := outcome.replaced_marks.get((pair.area, pair.category)):
+        metadata["replaced_mark"] = _replaced(other)
     return metadata
+
+
+def _replaced(stamp: datetime) -> str:
+    return f"another import's, asked for at {stamp.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC and still on its way"
+
+
+def replaced_marks_warning(outcome: ImportOutcome) -> str | None:
+    """Why this run wrote pairs another import had marked, in one sentence; None when it held every mark."""
+    if not outcome.replaced_marks:
+        return None
+    pairs = ", ".join(f"{category} in {area}" for area, category in sorted(outcome.replaced_marks))
+    return (
+        f"Replaced {len(outcome.replaced_marks)} pairs whose mark was another import's, still on its way ({pairs}): "
+        "this run read the same release, so its places stand; that import will write them again when it finishes."
+    )
 
 
 def _inside_their_area(pair: PairReport) -> tuple[bool, dict[str, object]]:
@@ -107,7 +124,7 @@ def import_or_release_marks(
     """
     try:
         release = release or overture.current_release()
-        return execute_import(run, store, overture, release)
+        return execute_import(run, store, overture, release, stamp)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         if stamp is not None:
             store.take_back(run.pairs, stamp)
@@ -143,7 +160,10 @@ PLACES_DESCRIPTION = (
     "import_places run per 4 x 4 block of cells or per country, two at a time; materialising a partition here "
     "re-imports that pair by hand. A failed import shows its pairs as failed partitions (import_failure_sensor). "
     "The partitions are every area times every category; how the pairs campaigns need stand is the check "
-    f"{NEEDED_PAIRS_FRESH_OR_COMING}."
+    # A link in the description puts each failed, stale or coming pair two clicks from this page: the check, then
+    # the pair's link in its metadata.
+    f"[{NEEDED_PAIRS_FRESH_OR_COMING}](/assets/{PLACES.to_user_string()}?view=checks&checkDetail="
+    f"{NEEDED_PAIRS_FRESH_OR_COMING}), which lists them, each a link to its partition."
 )
 
 
@@ -177,6 +197,8 @@ def places(
     context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
     (run,) = import_runs({area.key: [category]}, {area.key: area})
     outcome = import_or_release_marks(run, store.store, overture, stamp, release)
+    if warning := replaced_marks_warning(outcome):
+        context.log.warning(warning)
     (pair,) = outcome.pairs
     passed, metadata = _inside_their_area(pair)
     yield dg.MaterializeResult(metadata={**pair_metadata(outcome, pair), "replaced": was})

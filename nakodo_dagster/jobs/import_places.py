@@ -6,7 +6,13 @@ from typing import Any
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import IMPORT_POOL, import_events, import_or_release_marks, run_stamp
+from nakodo_dagster.assets.places import (
+    IMPORT_POOL,
+    import_events,
+    import_or_release_marks,
+    replaced_marks_warning,
+    run_stamp,
+)
 from nakodo_dagster.placement import ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
@@ -32,6 +38,8 @@ def import_block(
     context.log.info(
         f"Wrote {sum(p.rows for p in outcome.pairs)} places from release {outcome.release} in {outcome.seconds:.1f} s"
     )
+    if warning := replaced_marks_warning(outcome):
+        context.log.warning(warning)
     for event in import_events(outcome):
         context.log_event(event)
 

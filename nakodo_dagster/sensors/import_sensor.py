@@ -18,7 +18,7 @@ from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
 from nakodo_dagster.placement import ImportRun, admitted_runs, import_pace
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Store
+from nakodo_dagster.store import Reservation, Store
 from nakodo_dagster.store.base import COMMIT_OVERLAP
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again at once.
@@ -178,6 +178,19 @@ def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
     )
 
 
+def _left_out(reservation: Reservation) -> str:
+    """What a tick says of the campaigns it left out because their account's plan paused them ("" if none)."""
+    count = reservation.paused_for_plan
+    if not count:
+        return ""
+    paused = (
+        "1 campaign paused by its account's plan is"
+        if count == 1
+        else f"{count:,} campaigns paused by their account's plan are"
+    )
+    return f" {paused} left out (`nakodo campaign list` says why)."
+
+
 def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list[dg.AddDynamicPartitionsRequest]:
     areas = sorted({area for run in runs for area in run.areas})
     categories = sorted({category for run in runs for category in run.categories})
@@ -198,7 +211,7 @@ def request_import_runs(
     """Reserve what the campaigns miss, as many runs as the queue starts within IMPORT_HOURS, and ask for one
     run per block or country; if anything fails before the requests are handed over, take the marks back.
 
-    Every active campaign, or exactly ``campaign_ids``. Marks of an earlier tick whose runs never reached the
+    Every active campaign, or the active ones of ``campaign_ids``. Marks of an earlier tick whose runs never reached the
     instance are taken back first and asked for again. ``cursor`` is the sensor's (stamps known to have a
     run); the result carries the next one. ``clock``, if given, is charged with each step.
     """
@@ -222,7 +235,7 @@ def request_import_runs(
         counted = store.reserve_missing(now, 0, campaign_ids)
         state.checked_at, state.waiting = now - COMMIT_OVERLAP, 0
         clock.lap("needs")
-        message = f"{counted.missing_runs:,} import runs not asked for: {overture.off_reason}."
+        message = f"{counted.missing_runs:,} import runs not asked for: {overture.off_reason}.{_left_out(counted)}"
         log.warning(message)
         return skip(message)
     pace, in_flight = queue_pace(instance)
@@ -241,7 +254,9 @@ def request_import_runs(
     state.checked_at, state.waiting = now - COMMIT_OVERLAP, waiting
     clock.lap("reserve")
     if not reservation.missing_runs:
-        return skip(f"Nothing missing; {reservation.coming_pairs:,} pairs have an import on its way.")
+        return skip(
+            f"Nothing missing; {reservation.coming_pairs:,} pairs have an import on its way.{_left_out(reservation)}"
+        )
     try:
         # A release that cannot be found fails the tick and takes its marks back, not every run for 7 days.
         release = overture.current_release()
@@ -267,6 +282,7 @@ def request_import_runs(
             else ""
         )
         + "."
+        + _left_out(reservation)
     )
     log.info(f"{summary} Tick {clock}.")
     if not requests:

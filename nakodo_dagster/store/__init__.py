@@ -9,10 +9,15 @@ from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.store.base import Store
 from nakodo_dagster.store.duckdb_store import DuckDBStore, StoreLocked
 from nakodo_dagster.store.models import (
+    DEFAULT_ACCOUNT_ID,
+    Account,
+    AccountUsage,
     Campaign,
+    CampaignAccount,
     ImportStatus,
     PlaceName,
     Reservation,
+    check_account_name,
     check_campaign_name,
     targeting_from_json,
     targeting_to_json,
@@ -20,7 +25,11 @@ from nakodo_dagster.store.models import (
 from nakodo_dagster.store.postgres_store import PostgresStore
 
 __all__ = [
+    "DEFAULT_ACCOUNT_ID",
+    "Account",
+    "AccountUsage",
     "Campaign",
+    "CampaignAccount",
     "DuckDBStore",
     "ImportStatus",
     "PlaceName",
@@ -28,6 +37,7 @@ __all__ = [
     "Reservation",
     "Store",
     "StoreLocked",
+    "check_account_name",
     "check_campaign_name",
     "open_store",
     "targeting_from_json",

@@ -39,20 +39,28 @@ from nakodo_dagster.placement import (
     import_runs,
     parse_area_key,
 )
+from nakodo_dagster.plan_config import plan_named
+from nakodo_dagster.plans import Holding, Usage, campaigns_to_pause, locations_in_words, refusal
 from nakodo_dagster.store import sql
 from nakodo_dagster.store.models import (
     CAMPAIGN_STATUSES,
+    DEFAULT_ACCOUNT_ID,
     PAIR_STATES,
+    Account,
+    AccountUsage,
     Campaign,
+    CampaignAccount,
     Coverage,
     ImportStatus,
     NeededPair,
     PlaceName,
     Reservation,
     SearchProgress,
-    _check_campaign_id,
-    _no_campaign,
+    WrittenImport,
+    check_account_name,
     check_campaign_name,
+    check_id,
+    not_found,
     targeting_from_json,
     targeting_to_json,
 )
@@ -143,8 +151,8 @@ def _incoming(places: pa.Table) -> pa.Table:
 
 
 def _campaign(row: tuple) -> Campaign:
-    id_, name, targeting, status, created_at = row
-    return Campaign(id_, name, targeting_from_json(targeting), status, created_at)
+    id_, name, targeting, status, created_at, account_id, paused_reason = row
+    return Campaign(id_, name, targeting_from_json(targeting), status, created_at, account_id, paused_reason)
 
 
 def _result(row: tuple) -> dict[str, Any]:
@@ -175,7 +183,7 @@ def _note_needs_changed(tx: Transaction) -> None:
 def _campaign_filter(campaign_ids: Sequence[int] | None) -> dict[str, Any]:
     if campaign_ids is None:
         return {"everyone": True, "campaign_ids": []}
-    return {"everyone": False, "campaign_ids": [_check_campaign_id(i) for i in campaign_ids]}
+    return {"everyone": False, "campaign_ids": [check_id("campaign", i) for i in campaign_ids]}
 
 
 def _keep_campaign_areas(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
@@ -314,29 +322,31 @@ class Store(ABC):
     def reserve_missing(self, now: datetime, max_runs: int, campaign_ids: Sequence[int] | None = None) -> Reservation:
         """Mark the missing pairs of at most ``max_runs`` import runs, in the database, and group what we got.
 
-        The pairs come from the campaigns' kept areas and categories (every active campaign, or exactly
-        ``campaign_ids``), anti-joined with place_imports under the one freshness rule; the runs of the oldest
-        campaigns go first. ``max_runs=0`` reserves nothing and only counts.
+        The pairs come from the campaigns' kept areas and categories (every active campaign, or the active ones
+        of ``campaign_ids``), anti-joined with place_imports under the one freshness rule; the runs of the oldest
+        campaigns go first. ``max_runs=0`` reserves nothing and only counts. Campaigns their account's plan paused
+        are left out, as every paused one is, and counted.
         """
         if max_runs < 0:
             raise InvalidInput(f"max_runs {max_runs!r} is not allowed: use 0 or more")
         rule, campaigns = _rule(now), _campaign_filter(campaign_ids)
 
-        def work(tx: Transaction) -> tuple[int, int, int, list[tuple]]:
+        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple]]:
             tx.run(sql.CREATE_MISSING, **rule, **campaigns)
             [(missing_pairs, missing_runs)] = tx.rows(sql.MISSING_SUMMARY)
             [(coming_pairs,)] = tx.rows(sql.COMING_PAIRS, **rule)
+            [(paused_for_plan,)] = tx.rows(sql.PAUSED_FOR_PLAN, **campaigns)
             reserved = (
                 tx.rows(sql.RESERVE_ADMITTED, **rule, stamp=now, force=False, max_runs=max_runs)
                 if max_runs and missing_pairs
                 else []
             )
-            return missing_pairs, missing_runs, coming_pairs, reserved
+            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved
 
-        missing_pairs, missing_runs, coming_pairs, reserved = self._transact(work)
+        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved = self._transact(work)
         by_area = _by_area(reserved)
         runs = import_runs(by_area, {key: parse_area_key(key) for key in by_area})
-        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs)
+        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan)
 
     def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
         """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""
@@ -376,21 +386,29 @@ class Store(ABC):
     # Imports
 
     def write_import(
-        self, run: ImportRun, release: str, places: pa.Table, now: datetime | None = None
-    ) -> dict[tuple[str, str], int]:
-        """Replace the places of the run's pairs and record the release, all at once; returns rows per pair.
+        self,
+        run: ImportRun,
+        release: str,
+        places: pa.Table,
+        now: datetime | None = None,
+        *,
+        stamp: datetime | None = None,
+    ) -> WrittenImport:
+        """Replace the places of the run's pairs and record the release, all at once.
 
         ``imported_at`` is ``now`` if given, else the moment just before the commit, when the places become
-        visible: a search that ran while this import was reading must still find them new afterwards.
+        visible: a search that ran while this import was reading must still find them new afterwards. ``stamp``
+        is the run's own marks' stamp: a pair whose mark on its way carries another is reported as replaced.
         """
         if not isinstance(release, str) or not release or release == REQUESTED:
             raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
         params = _pair_params(run.pairs)
         if not params["areas"]:
-            return {}
+            return WrittenImport({}, {})
         incoming = _incoming(places)
 
-        def work(tx: Transaction) -> list[tuple]:
+        def work(tx: Transaction) -> WrittenImport:
+            others = tx.rows(sql.OTHERS_ON_THEIR_WAY, **params, **_rule(now or datetime.now(UTC)), stamp=stamp)
             tx.run(sql.CREATE_INCOMING)
             tx.load_incoming_places(incoming)
             # Recorded first: the upsert locks the pairs' rows, so a second writer of the same pairs (an analyst's
@@ -400,9 +418,12 @@ class Store(ABC):
             tx.run(sql.INSERT_PLACES, **params, release=release)
             if now is None:
                 tx.run(sql.STAMP_IMPORTS, **params, committed_at=datetime.now(UTC))
-            return recorded
+            return WrittenImport(
+                {(area, category): rows for area, category, rows in recorded},
+                {(area, category): other for area, category, other in others},
+            )
 
-        return {(area, category): rows for area, category, rows in self._transact(work)}
+        return self._transact(work)
 
     def count_places(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """How many places are loaded for each of these pairs (pairs with none are left out)."""
@@ -428,18 +449,20 @@ class Store(ABC):
 
     # Campaigns
 
-    def add_campaign(self, name: str, targeting: Targeting, *, now: datetime | None = None) -> int:
-        """Create an active campaign; returns its id."""
+    def add_campaign(
+        self, name: str, targeting: Targeting, *, account_id: int = DEFAULT_ACCOUNT_ID, now: datetime | None = None
+    ) -> int:
+        """Create an active campaign of the account (the default account's if none is named) if the account's plan
+        has room for it, checked and written in one transaction; returns its id."""
         name = check_campaign_name(name)
         if not isinstance(targeting, Targeting):
             raise InvalidInput(f"targeting {targeting!r} is not a Targeting of locations and categories")
         params = {"name": name, "targeting": targeting_to_json(targeting), "now": now or datetime.now(UTC)}
 
         def work(tx: Transaction) -> int:
-            [(campaign_id,)] = tx.rows(
-                "INSERT INTO campaigns (name, targeting, created_at) VALUES ($name, $targeting, $now) RETURNING id",
-                **params,
-            )
+            account = self._lock_account(tx, account_id)
+            self._check_room(tx, account, areas_for(targeting), targeting.locations, new_campaign=True)
+            [(campaign_id,)] = tx.rows(sql.ADD_CAMPAIGN, **params, account_id=account.id)
             _keep_campaign_needs(tx, campaign_id, targeting)
             _note_needs_changed(tx)
             return campaign_id
@@ -452,10 +475,10 @@ class Store(ABC):
 
     def _campaign_in(self, tx: Transaction, campaign_id: int) -> Campaign:
         rows = tx.rows(
-            f"SELECT {sql.CAMPAIGN_COLUMNS} FROM campaigns WHERE id = $id", id=_check_campaign_id(campaign_id)
+            f"SELECT {sql.CAMPAIGN_COLUMNS} FROM campaigns WHERE id = $id", id=check_id("campaign", campaign_id)
         )
         if not rows:
-            raise _no_campaign(campaign_id)
+            raise not_found("campaign", campaign_id)
         return _campaign(rows[0])
 
     def campaigns(self, active_only: bool = False) -> list[Campaign]:
@@ -471,19 +494,21 @@ class Store(ABC):
         return [_campaign(row) for row in rows]
 
     def set_campaign_status(self, campaign_id: int, status: str) -> None:
-        """Pause or resume a campaign's search."""
+        """Pause a campaign's imports and search, freeing what it held under its account's plan; or resume them,
+        if the plan has room for the campaign again (checked and written in one transaction)."""
         if status not in CAMPAIGN_STATUSES:
             raise InvalidInput(f"status {status!r} is not allowed; allowed: {', '.join(CAMPAIGN_STATUSES)}")
 
         def work(tx: Transaction) -> None:
+            campaign = self._campaign_in(tx, campaign_id)
+            if status == "active":
+                campaign, account = self._lock_campaign_account(tx, campaign)
+                if campaign.status != "active":
+                    locations = campaign.targeting.locations
+                    self._check_room(tx, account, areas_for(campaign.targeting), locations, new_campaign=True)
             # No RETURNING: DuckDB runs UPDATE ... RETURNING as a delete and an insert, which the foreign key from
             # the campaign's businesses refuses.
-            tx.run(
-                "UPDATE campaigns SET status = $status WHERE id = $id",
-                status=status,
-                id=_check_campaign_id(campaign_id),
-            )
-            self._campaign_in(tx, campaign_id)
+            tx.run(sql.SET_CAMPAIGN_STATUS, status=status, id=campaign.id)
             _note_needs_changed(tx)
 
         self._transact(work)
@@ -494,14 +519,16 @@ class Store(ABC):
             raise InvalidInput(f"location {location!r} is not a point with a radius nor a country")
 
         def work(tx: Transaction) -> Campaign:
-            # Touching the row first locks it until commit in PostgreSQL (DuckDB holds the whole file), so two
-            # locations added at once are added one after the other and neither is lost. Without RETURNING, as in
-            # set_campaign_status.
-            tx.run("UPDATE campaigns SET targeting = targeting WHERE id = $id", id=_check_campaign_id(campaign_id))
-            campaign = self._campaign_in(tx, campaign_id)
+            # The account's lock also makes two locations added to the campaign at once go one after the other,
+            # so that neither is lost.
+            campaign, account = self._lock_campaign_account(tx, self._campaign_in(tx, campaign_id))
             if location in campaign.targeting.locations:
                 raise InvalidInput(f"campaign {campaign_id} already targets this location; `campaign show` lists them")
             targeting = Targeting((*campaign.targeting.locations, location), campaign.targeting.categories)
+            if campaign.status == "active":
+                # A paused campaign holds nothing: it is checked against the plan when it is resumed.
+                added = areas_for(Targeting((location,), targeting.categories))
+                self._check_room(tx, account, added, (location,), new_campaign=False)
             tx.run(
                 "UPDATE campaigns SET targeting = $targeting WHERE id = $id",
                 targeting=targeting_to_json(targeting),
@@ -513,6 +540,135 @@ class Store(ABC):
 
         return self._transact(work)
 
+    def campaign_accounts(self, campaign_ids: Iterable[int]) -> dict[int, CampaignAccount]:
+        """The account of each of these campaigns, and whether the campaign is active (or paused, and why)."""
+        ids = sorted({check_id("campaign", i) for i in campaign_ids})
+        rows = self._transact(lambda tx: tx.rows(sql.CAMPAIGN_ACCOUNTS, campaign_ids=ids))
+        return {
+            campaign_id: CampaignAccount(campaign_id, Account(*account), status, reason)
+            for campaign_id, *account, status, reason in rows
+        }
+
+    # Accounts and plans ------------------------------------------------------------------------------------
+    #
+    # Whatever may grow what an account's active campaigns hold (a campaign added, a location added to an active
+    # one, a campaign resumed) locks the account's row first, checks the plan and writes in the same transaction:
+    # concurrent writers to one account are checked one after the other and never take it past a limit together.
+    # Locking the account before any campaign row keeps PostgreSQL's locks in one order, so none deadlock.
+
+    def add_account(self, name: str, plan: str, *, now: datetime | None = None) -> int:
+        """Create an account on one of the plans in force; returns its id."""
+        name = check_account_name(name)
+        plan_named(plan)
+        params = {"name": name, "plan": plan, "now": now or datetime.now(UTC)}
+
+        def work(tx: Transaction) -> int:
+            rows = tx.rows(sql.ADD_ACCOUNT, **params)
+            if not rows:
+                raise InvalidInput(f"account name {name!r} is taken; `nakodo account list` shows the accounts")
+            return rows[0][0]
+
+        return self._transact(work)
+
+    def account(self, account_id: int) -> Account:
+        """The account with this id."""
+        return self._transact(lambda tx: self._account_in(tx, account_id))
+
+    def accounts(self) -> list[AccountUsage]:
+        """Every account, oldest first, with what its active campaigns hold."""
+        return self._transact(lambda tx: self._usages(tx, None))
+
+    def account_usage(self, account_id: int) -> AccountUsage:
+        """The account, what its active campaigns hold and how many of its campaigns its plan paused."""
+        usages = self._transact(lambda tx: self._usages(tx, check_id("account", account_id)))
+        if not usages:
+            raise not_found("account", account_id)
+        return usages[0]
+
+    def set_account_plan(self, account_id: int, plan: str, *, now: datetime | None = None) -> dict[int, str]:
+        """Move the account to another plan (or apply its own plan's limits again after the plans changed).
+
+        If its active campaigns no longer fit, the newest are paused until the rest does, each with a reason the
+        user sees, and the sensors are told. Returns the paused campaigns' reasons by id.
+        """
+        new_plan = plan_named(plan)
+        day = f"{now or datetime.now(UTC):%Y-%m-%d}"
+
+        def work(tx: Transaction) -> dict[int, str]:
+            account = self._lock_account(tx, account_id)
+            tx.run(sql.SET_ACCOUNT_PLAN, plan=new_plan.name, account_id=account.id)
+            over = {} if new_plan.limits_nothing else campaigns_to_pause(new_plan, self._holding(tx, account.id))
+            reasons = {
+                campaign_id: f"account {account.name!r} moved to plan {new_plan.name} on {day}, which allows {limits}; "
+                f"`nakodo campaign resume {campaign_id}` once the plan has room"
+                for campaign_id, limits in over.items()
+            }
+            if reasons:
+                tx.run(sql.PAUSE_FOR_PLAN, campaign_ids=list(reasons), reasons=list(reasons.values()))
+                _note_needs_changed(tx)
+            return reasons
+
+        return self._transact(work)
+
+    def _account_in(self, tx: Transaction, account_id: int) -> Account:
+        rows = tx.rows(
+            f"SELECT {sql.ACCOUNT_COLUMNS} FROM accounts WHERE id = $account_id",
+            account_id=check_id("account", account_id),
+        )
+        if not rows:
+            raise not_found("account", account_id)
+        return Account(*rows[0])
+
+    def _lock_account(self, tx: Transaction, account_id: int) -> Account:
+        """Lock the account's row until commit (see above) and read it."""
+        tx.run(sql.LOCK_ACCOUNT, account_id=check_id("account", account_id))
+        return self._account_in(tx, account_id)
+
+    def _lock_campaign_account(self, tx: Transaction, campaign: Campaign) -> tuple[Campaign, Account]:
+        """Lock the campaign's account, then read the campaign again: its status and locations as of the lock."""
+        account = self._lock_account(tx, campaign.account_id)
+        return self._campaign_in(tx, campaign.id), account
+
+    @staticmethod
+    def _holding(tx: Transaction, account_id: int) -> dict[int, list[str]]:
+        """The areas each of the account's active campaigns needs, by campaign."""
+        held: dict[int, list[str]] = {}
+        for campaign_id, area in tx.rows(sql.ACCOUNT_HOLDING, account_id=account_id):
+            areas = held.setdefault(campaign_id, [])
+            # A campaign without kept areas (the outer join's NULL) still counts as an active campaign.
+            if area is not None:
+                areas.append(area)
+        return held
+
+    def _check_room(
+        self,
+        tx: Transaction,
+        account: Account,
+        areas: Iterable[str],
+        locations: Sequence[Location],
+        *,
+        new_campaign: bool,
+    ) -> None:
+        """Refuse what would take the locked account past its plan: ``areas`` (needed by ``locations``) and, if
+        ``new_campaign``, one more active campaign. InvalidInput says which limit, what is needed and what is left."""
+        plan = plan_named(account.plan)
+        if plan.limits_nothing:
+            # Nothing to count: the default account's thousands of campaigns are not read on every add.
+            return
+        held = Holding.of(self._holding(tx, account.id))
+        subject = "this campaign" if new_campaign else "this location"
+        why = refusal(plan, held, areas, new_campaign=new_campaign, subject=subject, what=locations_in_words(locations))
+        if why:
+            raise InvalidInput(f"{why} (account {account.id}, {account.name!r}; `nakodo account show {account.id}`)")
+
+    @staticmethod
+    def _usages(tx: Transaction, account_id: int | None) -> list[AccountUsage]:
+        rows = tx.rows(sql.ACCOUNT_USAGE, everyone=account_id is None, account_id=account_id or 0)
+        return [
+            AccountUsage(Account(id_, name, plan, created_at), Usage(campaigns, areas, countries), paused)
+            for id_, name, plan, created_at, campaigns, areas, countries, paused in rows
+        ]
+
     # Searches ----------------------------------------------------------------------------------------------
 
     def add_campaign_businesses(self, campaign_id: int, now: datetime) -> tuple[int, int]:
@@ -523,12 +679,12 @@ class Store(ABC):
         import committing while it runs is read by the next search. With nothing new this is three short
         statements, whatever the campaign holds.
         """
-        campaign_id = _check_campaign_id(campaign_id)
+        campaign_id = check_id("campaign", campaign_id)
 
         def work(tx: Transaction) -> tuple[int, int]:
             state = tx.rows(sql.SEARCH_STATE, campaign_id=campaign_id)
             if not state:
-                raise _no_campaign(campaign_id)
+                raise not_found("campaign", campaign_id)
             [(targeting_text, searched_targeting, searched_through, businesses)] = state
             everything = searched_through is None or searched_targeting != targeting_text or businesses is None
             since = _EVER if everything else searched_through
@@ -599,15 +755,15 @@ class Store(ABC):
     def request_searches(self, campaign_ids: Iterable[int], new_windows: Iterable[int], now: datetime) -> None:
         """Note that these campaigns' searches were asked for at ``now``; those in ``new_windows`` begin a new
         day's window of searches then."""
-        ids = sorted({_check_campaign_id(i) for i in campaign_ids})
+        ids = sorted({check_id("campaign", i) for i in campaign_ids})
         if ids:
-            windows = sorted({_check_campaign_id(i) for i in new_windows})
+            windows = sorted({check_id("campaign", i) for i in new_windows})
             self._transact(lambda tx: tx.run(sql.REQUEST_SEARCHES, campaign_ids=ids, new_windows=windows, now=now))
 
     def remember_maps(self, map_keys: Mapping[int, str]) -> set[int]:
         """Keep what each searched campaign's map shows now; returns the campaigns for which that changed (their
         map is worth drawing again)."""
-        ids = sorted(_check_campaign_id(i) for i in map_keys)
+        ids = sorted(check_id("campaign", i) for i in map_keys)
         if not ids:
             return set()
         keys = [map_keys[i] for i in ids]
@@ -618,7 +774,7 @@ class Store(ABC):
     def campaign_points(self, campaign_id: int, limit: int) -> list[tuple[float, float]]:
         """(lat, lng) of the campaign's ``limit`` nearest businesses, nearest first."""
         return self._transact(
-            lambda tx: tx.rows(sql.CAMPAIGN_POINTS, campaign_id=_check_campaign_id(campaign_id), limit=limit)
+            lambda tx: tx.rows(sql.CAMPAIGN_POINTS, campaign_id=check_id("campaign", campaign_id), limit=limit)
         )
 
     # ----------------------------------------------------------------------------------------------- Searches

@@ -1,4 +1,4 @@
-"""What the store hands back: campaigns, reservations, import and search progress, coverage; plain data."""
+"""What the store hands back: campaigns, accounts, reservations, import and search progress, coverage; plain data."""
 
 from __future__ import annotations
 
@@ -17,9 +17,14 @@ from nakodo_dagster.placement import (
     PointLocation,
     Targeting,
 )
+from nakodo_dagster.plans import Usage
 
 CAMPAIGN_STATUSES = ("active", "paused")
 MAX_CAMPAIGN_NAME = 200
+MAX_ACCOUNT_NAME = 200
+# The account every campaign that names none belongs to, on the plan without limits; migration 4 creates it with
+# this id.
+DEFAULT_ACCOUNT_ID = 1
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,39 @@ class Campaign:
     targeting: Targeting
     status: str
     created_at: datetime
+    account_id: int
+    paused_reason: str | None
+    """Why the store paused the campaign (its account moved to a plan it no longer fits); None when it is active
+    or was paused by hand."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """Who campaigns belong to, and the plan that bounds what their active campaigns may ask for."""
+
+    id: int
+    name: str
+    plan: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AccountUsage:
+    """An account, what its active campaigns hold, and how many of its campaigns its plan paused."""
+
+    account: Account
+    usage: Usage
+    paused_for_plan: int
+
+
+@dataclass(frozen=True)
+class CampaignAccount:
+    """The account a campaign belongs to, and whether the campaign is active (or paused, and why)."""
+
+    campaign_id: int
+    account: Account
+    status: str
+    paused_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -69,6 +107,17 @@ class Reservation:
     missing_runs: int
     missing_pairs: int
     coming_pairs: int
+    paused_for_plan: int
+    """Campaigns left out because their account's plan paused them."""
+
+
+@dataclass(frozen=True)
+class WrittenImport:
+    """What one import wrote: rows per pair, and the pairs whose mark on its way belonged to another import (that
+    mark's stamp), replaced by this write."""
+
+    rows: dict[tuple[str, str], int]
+    replaced_marks: dict[tuple[str, str], datetime]
 
 
 @dataclass(frozen=True)
@@ -159,30 +208,42 @@ def _location(item: Mapping[str, Any]) -> Location:
     raise InvalidInput(f"location type {item['type']!r} is not known; allowed: 'point', 'country'")
 
 
-def check_campaign_name(name: object) -> str:
-    """The name without surrounding spaces, if it is 1 to MAX_CAMPAIGN_NAME printable characters; InvalidInput if not.
+def _check_name(kind: str, name: object, longest: int) -> str:
+    """The name without surrounding spaces, if it is 1 to ``longest`` printable characters; InvalidInput if not.
 
     Quotes, semicolons and the like are welcome (every statement is parameterised); control characters are not:
-    PostgreSQL refuses NUL, and a line break would split a campaign across lines of every listing.
+    PostgreSQL refuses NUL, and a line break would split a row across lines of every listing.
     """
     if (
         not isinstance(name, str)
         or not name.strip()
-        or len(name.strip()) > MAX_CAMPAIGN_NAME
+        or len(name.strip()) > longest
         or any(unicodedata.category(character) == "Cc" for character in name.strip())
     ):
         raise InvalidInput(
-            f"campaign name {name!r} is not allowed: use 1 to {MAX_CAMPAIGN_NAME} characters of text, "
+            f"{kind} name {name!r} is not allowed: use 1 to {longest} characters of text, "
             "without control characters such as line breaks"
         )
     return name.strip()
 
 
-def _check_campaign_id(campaign_id: object) -> int:
-    if isinstance(campaign_id, bool) or not isinstance(campaign_id, int):
-        raise InvalidInput(f"campaign id {campaign_id!r} is not allowed: use the whole number `campaign list` shows")
-    return campaign_id
+def check_campaign_name(name: object) -> str:
+    """The campaign name without surrounding spaces, if it is 1 to MAX_CAMPAIGN_NAME printable characters."""
+    return _check_name("campaign", name, MAX_CAMPAIGN_NAME)
 
 
-def _no_campaign(campaign_id: object) -> InvalidInput:
-    return InvalidInput(f"campaign {campaign_id!r} does not exist; `nakodo campaign list` shows the campaigns")
+def check_account_name(name: object) -> str:
+    """The account name without surrounding spaces, if it is 1 to MAX_ACCOUNT_NAME printable characters."""
+    return _check_name("account", name, MAX_ACCOUNT_NAME)
+
+
+def check_id(kind: str, value: object) -> int:
+    """A campaign's or an account's id (``kind``), if it is a whole number."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{kind} id {value!r} is not allowed: use the whole number `{kind} list` shows")
+    return value
+
+
+def not_found(kind: str, value: object) -> InvalidInput:
+    """The error for a campaign or an account (``kind``) that does not exist."""
+    return InvalidInput(f"{kind} {value!r} does not exist; `nakodo {kind} list` shows the {kind}s")

@@ -2,7 +2,8 @@
 
 Append a new version to change the schema; never edit one that has shipped, because a database records
 only the number it reached. Version 3's tables are filled for campaigns that existed before it by
-``Store.migrate``, since their areas come from Python (``placement.areas_for``).
+``Store.migrate``, since their areas come from Python (``placement.areas_for``); version 4 gives them to the
+default account in SQL.
 
 ``places.address`` is text as the reader gives it (one formatted line); when the reader hands a struct or a
 list instead, the store keeps its JSON. ``websites`` and ``phones`` are JSON arrays of strings, as text.
@@ -151,6 +152,32 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
                 arrived_at TIMESTAMPTZ
             )
             """,
+        ),
+    ),
+    (
+        4,
+        (
+            # Who campaigns belong to. plan names one of the plans in force (plan_config), which bounds what the
+            # account's active campaigns may ask for together; the store checks it whenever that would grow.
+            # The default account (id 1, the sequence starts after it) holds every campaign that names none, on
+            # the plan without limits, so that single-user use stays as it was.
+            "CREATE SEQUENCE accounts_id_seq START 2",
+            """
+            CREATE TABLE accounts (
+                id INTEGER PRIMARY KEY DEFAULT nextval('accounts_id_seq'),
+                name TEXT NOT NULL UNIQUE,
+                plan TEXT NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL
+            )
+            """,
+            "INSERT INTO accounts (id, name, plan, created_at) VALUES (1, 'default', 'unlimited', current_timestamp)",
+            # Existing campaigns belong to the default account. Neither NOT NULL nor REFERENCES: DuckDB adds no
+            # column with a constraint, nor alters a table other tables refer to; the store writes only account
+            # ids it has just read, and accounts are never deleted.
+            "ALTER TABLE campaigns ADD COLUMN account_id INTEGER DEFAULT 1",
+            # Why the store paused a campaign (its account moved to a plan it no longer fits), shown wherever the
+            # campaign is; NULL for an active campaign or one paused by hand.
+            "ALTER TABLE campaigns ADD COLUMN paused_reason TEXT",
         ),
     ),
 )

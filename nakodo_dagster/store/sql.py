@@ -67,14 +67,21 @@ ORDER BY area, category
 {ON_CONFLICT_MISSING}
 """
 
-# The campaigns' kept areas times their categories: every active campaign ($everyone), or exactly the campaigns
-# named (a sync of one campaign, paused or not).
+# The campaigns' kept areas times their categories: every active campaign ($everyone), or the active ones of the
+# campaigns named (a sync of one campaign). Never a paused one, named or not: only active campaigns are held to
+# their account's plan, so imports obey the plans by asking for nothing else.
 CAMPAIGN_PAIRS = """
 FROM campaigns AS c
 JOIN campaign_areas AS ca ON ca.campaign_id = c.id
 JOIN campaign_categories AS cc ON cc.campaign_id = c.id
 LEFT JOIN place_imports ON place_imports.area = ca.area AND place_imports.category = cc.category
-WHERE (($everyone AND c.status = 'active') OR c.id IN (SELECT unnest($campaign_ids::INTEGER[])))
+WHERE c.status = 'active' AND ($everyone OR c.id IN (SELECT unnest($campaign_ids::INTEGER[])))
+"""
+
+# The campaigns (all, or those named) their account's plan paused: what the import sensor leaves out and says so.
+PAUSED_FOR_PLAN = """
+SELECT count(*) FROM campaigns
+WHERE paused_reason IS NOT NULL AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
 """
 
 # The missing pairs, with the import run (block) that reads each and the oldest campaign asking for it. Merged
@@ -188,6 +195,16 @@ SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imp
 RETURNING area, category, rows
 """
 
+# Marks on their way that another import holds ($stamp is the writer's own; a run without one holds none): the
+# write still lands, since a release read is the same for whoever reads it, but the run says whose it replaced.
+OTHERS_ON_THEIR_WAY = f"""
+SELECT place_imports.area, place_imports.category, place_imports.imported_at
+FROM place_imports JOIN {PAIRS} AS pair ON place_imports.area = pair.area AND place_imports.category = pair.category
+WHERE place_imports.release = $requested AND place_imports.imported_at > $coming_after
+  AND place_imports.imported_at IS DISTINCT FROM $stamp
+ORDER BY place_imports.area, place_imports.category
+"""
+
 STAMP_IMPORTS = f"""
 UPDATE place_imports SET imported_at = $committed_at FROM {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
@@ -199,7 +216,69 @@ FROM places JOIN {PAIRS} AS pair ON places.area = pair.area AND places.category 
 GROUP BY places.area, places.category
 """
 
-CAMPAIGN_COLUMNS = "id, name, targeting, status, created_at"
+CAMPAIGN_COLUMNS = "id, name, targeting, status, created_at, account_id, paused_reason"
+
+ADD_CAMPAIGN = """
+INSERT INTO campaigns (name, targeting, created_at, account_id) VALUES ($name, $targeting, $now, $account_id)
+RETURNING id
+"""
+
+# A campaign paused by hand or resumed has no reason of the store's: only set_account_plan writes one.
+SET_CAMPAIGN_STATUS = "UPDATE campaigns SET status = $status, paused_reason = NULL WHERE id = $id"
+
+# Accounts and plans ---------------------------------------------------------------------------------------
+
+ACCOUNT_COLUMNS = "id, name, plan, created_at"
+
+# Nothing comes back when the name is taken.
+ADD_ACCOUNT = """
+INSERT INTO accounts (name, plan, created_at) VALUES ($name, $plan, $now)
+ON CONFLICT (name) DO NOTHING
+RETURNING id
+"""
+
+# Touching the account's row locks it until commit in PostgreSQL (DuckDB holds the whole file): whoever checks the
+# same account's plan next waits, then sees what this transaction added.
+LOCK_ACCOUNT = "UPDATE accounts SET plan = plan WHERE id = $account_id"
+
+SET_ACCOUNT_PLAN = "UPDATE accounts SET plan = $plan WHERE id = $account_id"
+
+# The areas each active campaign of the account needs, as kept beside the campaigns (placement.areas_for).
+ACCOUNT_HOLDING = """
+SELECT c.id, ca.area
+FROM campaigns AS c LEFT JOIN campaign_areas AS ca ON ca.campaign_id = c.id
+WHERE c.account_id = $account_id AND c.status = 'active'
+"""
+
+# Every account ($everyone) or one, with what its active campaigns hold (areas merged, countries among them) and
+# how many of its campaigns its plan paused.
+ACCOUNT_USAGE = """
+SELECT a.id, a.name, a.plan, a.created_at,
+       count(DISTINCT held.campaign_id), count(DISTINCT held.area),
+       count(DISTINCT held.area) FILTER (WHERE held.area LIKE 'country:%'),
+       (SELECT count(*) FROM campaigns AS p WHERE p.account_id = a.id AND p.paused_reason IS NOT NULL)
+FROM accounts AS a
+LEFT JOIN (
+    SELECT c.account_id, c.id AS campaign_id, ca.area
+    FROM campaigns AS c LEFT JOIN campaign_areas AS ca ON ca.campaign_id = c.id
+    WHERE c.status = 'active'
+) AS held ON held.account_id = a.id
+WHERE $everyone OR a.id = $account_id
+GROUP BY a.id, a.name, a.plan, a.created_at
+ORDER BY a.id
+"""
+
+PAUSE_FOR_PLAN = """
+UPDATE campaigns SET status = 'paused', paused_reason = paused.reason
+FROM (SELECT unnest($campaign_ids::INTEGER[]) AS id, unnest($reasons::TEXT[]) AS reason) AS paused
+WHERE campaigns.id = paused.id
+"""
+
+CAMPAIGN_ACCOUNTS = """
+SELECT c.id, a.id, a.name, a.plan, a.created_at, c.status, c.paused_reason
+FROM campaigns AS c JOIN accounts AS a ON a.id = c.account_id
+WHERE c.id IN (SELECT unnest($campaign_ids::INTEGER[]))
+"""
 
 SEARCH_STATE = """
 SELECT c.targeting, s.searched_targeting, s.searched_through, s.businesses

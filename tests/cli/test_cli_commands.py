@@ -73,9 +73,9 @@ def test_list_show_pause_resume_and_the_results_table(store):
     assert store.add_campaign_businesses(campaign_id, datetime.now(UTC)) == (2, 2)
 
     listed = invoke("campaign", "list").output.splitlines()
-    assert listed[0].split() == ["id", "status", "name", "locations", "categories"]
-    assert listed[1].split() == [str(campaign_id), "active", "Leeds", "|", "cafes", "53.7997,-1.5492", "within", "5",
-                                 "km;", "IE", "(Ireland)", "cafe,", "pub"]  # fmt: skip
+    assert listed[0].split() == ["id", "status", "account", "name", "locations", "categories"]
+    assert listed[1].split() == [str(campaign_id), "active", "default", "Leeds", "|", "cafes", "53.7997,-1.5492",
+                                 "within", "5", "km;", "IE", "(Ireland)", "cafe,", "pub"]  # fmt: skip
     invoke("campaign", "pause", str(campaign_id))
     assert store.campaign(campaign_id).status == "paused"
     assert "status: paused" in invoke("campaign", "show", str(campaign_id)).output
@@ -83,6 +83,7 @@ def test_list_show_pause_resume_and_the_results_table(store):
     shown = invoke("campaign", "show", str(campaign_id)).output.splitlines()
     assert shown[0] == f"Campaign {campaign_id}: Leeds | cafes"
     assert "status: active" in shown
+    assert "account: default (id 1), plan unlimited" in shown
     assert shown[-2:] == ["areas: 2 cells of 0.5 degree, 1 countries", "businesses: 2"]
 
     table = invoke("results", str(campaign_id)).output.splitlines()

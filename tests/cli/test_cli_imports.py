@@ -6,8 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from shlex import split
 
+import dagster as dg
+from dagster._core.instance.ref import InstanceRef
+from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
+from nakodo_dagster.assets.places import PLACES
+from nakodo_dagster.partitions import PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for
 from nakodo_dagster.store import open_store
 
@@ -31,8 +36,17 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
     campaign_id = added.stdout.splitlines()[-1]
 
     broken = str(broken_release(tmp_path))
-    failed = nakodo("sync", "--campaign", campaign_id, "--wait", "60", NAKODO_OVERTURE_ROOT=broken, expect=1)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    failed = nakodo(
+        "sync", "--campaign", campaign_id, "--wait", "60", NAKODO_OVERTURE_ROOT=broken, DAGSTER_HOME=str(home), expect=1
+    )
     assert "1 import runs (1 failed)" in failed.stdout
+    # As under the daemon, the UI shows the failed run's pair as a failed partition of places.
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        status = get_and_update_asset_status_cache_value(instance, PLACES, PLACES_PARTITIONS)
+        failed_partitions = set(status.deserialize_failed_partition_subsets(PLACES_PARTITIONS).get_partition_keys())
+    assert failed_partitions == {str(places_partition(area, "cafe"))}
     assert "`nakodo imports retry AREA CATEGORY` overrides the block" in failed.stderr
     status = nakodo("imports", "status").stdout.splitlines()
     assert status[1].split()[:6] == ["cafe", "0", "0", "1", "0", "-"]

@@ -59,6 +59,19 @@ def _status_event(instance: dg.DagsterInstance, run_id: str, event_type: dg.Dags
     return record.event_log_entry.dagster_event
 
 
+def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_id: str) -> dg.SkipReason | None:
+    """One evaluation of import_cancel_sensor for this cancelled run, as the daemon makes it."""
+    return import_cancel_sensor(
+        dg.build_run_status_sensor_context(
+            sensor_name=import_cancel_sensor.name,
+            dagster_event=_status_event(instance, run_id, dg.DagsterEventType.RUN_CANCELED),
+            dagster_instance=instance,
+            dagster_run=instance.get_run_by_id(run_id),
+            resources=resources,
+        )
+    )
+
+
 def _fail_as_run_monitoring_does(
     instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun
 ) -> dg.SkipReason | None:
@@ -115,15 +128,7 @@ def test_a_run_cancelled_while_queued_frees_its_pairs(resources):
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.QUEUED
 
         assert instance.run_coordinator.cancel_run(run.run_id)
-        import_cancel_sensor(
-            dg.build_run_status_sensor_context(
-                sensor_name=import_cancel_sensor.name,
-                dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_CANCELED),
-                dagster_instance=instance,
-                dagster_run=instance.get_run_by_id(run.run_id),
-                resources=resources,
-            )
-        )
+        _evaluate_cancel_sensor(instance, resources, run.run_id)
 
         assert set(_states(store, _pairs(request)).values()) == {"missing"}
         again = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
@@ -208,6 +213,8 @@ def _analyst_run(home: Path, database_url: str, root: Path, pair: Pair, cwd: Pat
         env=env,
         cwd=cwd,
         stdout=subprocess.DEVNULL,
+        # A group of its own, killed whole as a pod is: Dagster's log capture runs `tail` children beside it.
+        start_new_session=True,
     )
 
 
@@ -215,7 +222,8 @@ def test_a_killed_analyst_run_reads_as_failed_like_a_killed_sensor_run(
     tmp_path, database_url, release_root, monkeypatch
 ):
     # The release's index is a pipe nobody writes: the analyst's run blocks reading it until it is killed.
-    index = tmp_path / index_path(release_root, RELEASE)
+    monkeypatch.setenv("NAKODO_OVERTURE_INDEX", str(tmp_path / "overture_index"))
+    index = index_path(release_root, RELEASE, tmp_path / "overture_index")
     index.parent.mkdir(parents=True)
     os.mkfifo(index)
     home = tmp_path / "dagster_home"
@@ -236,7 +244,7 @@ def test_a_killed_analyst_run_reads_as_failed_like_a_killed_sensor_run(
             _wait_for(lambda: stamped() or worker.poll() is not None, "the analyst's run to mark its pair", 120)
             assert worker.poll() is None, "the run blocks reading the release until it is killed"
         finally:
-            worker.kill()
+            os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
         (run,) = stamped()
         assert run.tags[f"{tags.PARTITION}/{AREA}"] == pair[0]
@@ -268,15 +276,7 @@ def test_runs_that_are_not_imports_are_left_alone(instance, resources, status):
         skipped = _fail_as_run_monitoring_does(instance, resources, run)
     else:
         instance.report_run_canceled(run)
-        skipped = import_cancel_sensor(
-            dg.build_run_status_sensor_context(
-                sensor_name=import_cancel_sensor.name,
-                dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_CANCELED),
-                dagster_instance=instance,
-                dagster_run=instance.get_run_by_id(run.run_id),
-                resources=resources,
-            )
-        )
+        skipped = _evaluate_cancel_sensor(instance, resources, run.run_id)
 
     assert isinstance(skipped, dg.SkipReason)
     assert set(_states(store, _pairs(request)).values()) == {"coming"}

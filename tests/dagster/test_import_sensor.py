@@ -189,3 +189,26 @@ def test_a_tick_after_a_look_with_nothing_changed_does_not_look_again(instance, 
     )
 
     assert "nothing changed since the last look" in second.skip_reason.skip_message
+
+
+def test_campaigns_a_lowered_plan_paused_are_not_imported_for_and_the_tick_says_so(
+    instance, resources, resources_off, capsys
+):
+    store = resources["store"].store
+    acme = store.add_account("Acme", "starter")
+    store.add_campaign("Leeds", Targeting((PointLocation(53.75, -1.75, 2),), ("cafe",)), account_id=acme)
+    paris = store.add_campaign("Paris", Targeting((PointLocation(48.75, 2.25, 2),), ("cafe",)), account_id=acme)
+    assert list(store.set_account_plan(acme, "free")) == [paris]
+    left_out = "1 campaign paused by its account's plan is left out (`nakodo campaign list` says why)."
+
+    first = tick(instance, resources)
+
+    assert {tuple(p) for r in first.run_requests for p in import_payload(r.run_config)["pairs"]} == {
+        ("cell:53.5,-2", "cafe")
+    }
+    assert store.import_rows(["cell:48.5,2"], ["cafe"]) == [], "nothing asked for the paused campaign"
+    # A tick that asks for runs says so in its log, the tick's own in the UI.
+    assert f"Asked for 1 of 1 import runs of release 2026-11-18.0. {left_out}" in capsys.readouterr().err
+    # Looking again (no cursor): nothing missing, and still the campaign left out, imports on or off.
+    assert f"1 pairs have an import on its way. {left_out}" in tick(instance, resources).skip_reason.skip_message
+    assert left_out in tick(instance, resources_off).skip_reason.skip_message

@@ -4,7 +4,9 @@ that puts places in the wrong area."""
 
 from __future__ import annotations
 
+import logging
 import re
+from datetime import UTC, datetime
 
 import dagster as dg
 import pyarrow as pa
@@ -27,9 +29,10 @@ def _places(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{name: row.get(name) for name in PLACES_SCHEMA.names} for row in rows], PLACES_SCHEMA)
 
 
-def _outcome(run, table: pa.Table) -> ImportOutcome:
+def _outcome(run, table: pa.Table, replaced_marks: dict | None = None) -> ImportOutcome:
     stats = ReadStats(rows=table.num_rows, seconds=0.1, files=1, bytes_read=2_345_678, requests=None)
-    return ImportOutcome(run, RELEASE, pair_reports(run, table), ReadResult(table, stats, "current"), 0.2)
+    read = ReadResult(table, stats, "current")
+    return ImportOutcome(run, RELEASE, pair_reports(run, table), read, 0.2, replaced_marks or {})
 
 
 def _evaluations(outcome: ImportOutcome) -> dict[str, dg.AssetCheckEvaluation]:
@@ -112,3 +115,25 @@ def test_a_run_writes_two_events_per_pair_and_metadata_without_nulls(instance, r
     leeds = materialised["cell:53.5,-2|cafe"].metadata
     assert leeds["dagster/row_count"].value > 0
     assert leeds["result"].value == f"{leeds['dagster/row_count'].value:,} places"
+
+
+def test_a_run_that_writes_a_pair_an_analyst_marked_meanwhile_says_so(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    register_partitions(instance, ticked)
+    (request,) = ticked.run_requests
+    # An analyst re-imports the pair by hand after the sensor reserved it and before its run writes.
+    store.force_request([("cell:53.5,-2", "cafe")], datetime.now(UTC))
+
+    result = import_places.execute_in_process(
+        run_config=request.run_config, tags=request.tags, instance=instance, resources=resources
+    )
+
+    records = instance.get_records_for_run(result.run_id, limit=None).records
+    warnings = [r.event_log_entry.user_message for r in records if r.event_log_entry.level == logging.WARNING]
+    assert any(
+        "Replaced 1 pairs whose mark was another import's" in w and "cafe in cell:53.5,-2" in w for w in warnings
+    )
+    (materialisation,) = result.asset_materializations_for_node("import_block")
+    assert "still on its way" in materialisation.metadata["replaced_mark"].value

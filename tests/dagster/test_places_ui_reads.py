@@ -27,6 +27,9 @@ def test_the_places_page_names_the_sensors_the_job_and_the_check_behind_it():
     assert defs.resolve_job_def(import_places.name)
     assert needed_pairs_fresh_or_coming.check_key.name == NEEDED_PAIRS_FRESH_OR_COMING
     assert defs.resolve_sensor_def(places_coverage_sensor.name)
+    # One click from the places page to the check listing the pairs that need attention, a second to a pair.
+    check_page = f"(/assets/places?view=checks&checkDetail={NEEDED_PAIRS_FRESH_OR_COMING})"
+    assert f"[{NEEDED_PAIRS_FRESH_OR_COMING}]{check_page}" in description
 
 
 def test_loading_the_code_location_warns_about_nothing(duckdb_url, tmp_path):

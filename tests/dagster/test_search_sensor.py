@@ -8,7 +8,7 @@ import dagster as dg
 import pyarrow as pa
 
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
-from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, searched_campaign_ids
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -142,3 +142,28 @@ def test_the_batch_run_materialises_each_campaign_partition(instance, resources)
     assert second[str(leeds)]["map"].value.startswith("unchanged"), "the same picture is not drawn twice"
     assert instance.get_materialized_partitions(CAMPAIGN_SEARCH) == {str(leeds), str(swiss)}
     assert search_tick(instance, resources).run_requests == [], "searched, and nothing new since"
+
+
+def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, resources):
+    store = resources["store"].store
+    mine = store.add_campaign("Leeds", LEEDS)
+    acme = store.add_account("Acme", "starter")
+    kept = store.add_campaign("Acme Leeds", LEEDS, account_id=acme)
+    paused = store.add_campaign("Acme Swiss", SWISS, account_id=acme)
+    reasons = store.set_account_plan(acme, "free")
+    instance.add_dynamic_partitions("campaign", [str(mine), str(kept), str(paused)])
+
+    # An analyst may still search the paused campaign by hand: its materialisation says why it is paused.
+    run = search_campaigns_job.execute_in_process(
+        run_config=search_run_config([mine, kept, paused]), instance=instance, resources=resources
+    )
+
+    shown = {
+        int(m.partition): {key: m.metadata[key].value for key in ("account", "plan", "status")}
+        for m in run.asset_materializations_for_node("search_due_campaigns")
+    }
+    assert shown == {
+        mine: {"account": "default (id 1)", "plan": "unlimited", "status": "active"},
+        kept: {"account": f"Acme (id {acme})", "plan": "free", "status": "active"},
+        paused: {"account": f"Acme (id {acme})", "plan": "free", "status": f"paused: {reasons[paused]}"},
+    }

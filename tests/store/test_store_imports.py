@@ -52,8 +52,8 @@ def test_write_import_replaces_exactly_the_runs_pairs(loaded):
             _place("b2", B, "pub"),
         ]
     )
-    counts = loaded.write_import(run_for([(A, "cafe"), (A, "pub"), (B, "cafe")]), NEW_RELEASE, places, later)
-    assert counts == {(A, "cafe"): 2, (A, "pub"): 0, (B, "cafe"): 1}
+    written = loaded.write_import(run_for([(A, "cafe"), (A, "pub"), (B, "cafe")]), NEW_RELEASE, places, later)
+    assert written.rows == {(A, "cafe"): 2, (A, "pub"): 0, (B, "cafe"): 1}
     assert place_ids(loaded, A, "cafe") == {"new1", "new2"}
     assert place_ids(loaded, B, "cafe") == {"b1"}
     assert place_ids(loaded, C, "cafe") == {"c1"}

@@ -7,7 +7,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from store_helpers import NOW, RELEASE, imports_table, record_release
+from store_helpers import NOW, RELEASE, imports_table, places_table, record_release, run_for
 
 from nakodo_dagster.placement import (
     FRESH_DAYS,
@@ -163,11 +163,14 @@ def test_reserve_missing_with_no_room_counts_and_writes_nothing(store):
     assert imports_table(store) == {}
 
 
-def test_reserve_missing_reads_only_active_or_named_campaigns(store):
+def test_reserve_missing_reads_only_active_campaigns_named_or_not(store):
     paused = store.add_campaign("three cities", THREE_CITIES)
     store.set_campaign_status(paused, "paused")
 
     assert store.reserve_missing(NOW, max_runs=10).missing_runs == 0
+    # Only active campaigns are held to their account's plan: a paused one asks for nothing, even by name.
+    assert store.reserve_missing(NOW, max_runs=10, campaign_ids=[paused]).missing_runs == 0
+    store.set_campaign_status(paused, "active")
     assert len(store.reserve_missing(NOW, max_runs=10, campaign_ids=[paused]).runs) == 3
 
 
@@ -228,3 +231,23 @@ def test_import_status_counts_each_state_per_category(store):
         ),
         ImportStatus("pub", fresh=0, coming=0, failed=1, stale=0, oldest_release_at=None),
     ]
+
+
+def test_a_write_says_whose_mark_on_its_way_it_replaced(store):
+    ours = store.reserve({LEEDS: ["cafe", "pub"]}, NOW, NOW)
+    assert ours == {LEEDS: ["cafe", "pub"]}
+    # An analyst re-imports one of the pairs by hand while our run is still reading.
+    analyst = store.force_request([(LEEDS, "cafe")], NOW + SECOND)
+    written = store.write_import(
+        run_for([(LEEDS, "cafe"), (LEEDS, "pub")]), RELEASE, places_table([]), NOW + 2 * SECOND, stamp=NOW
+    )
+    assert written.rows == {(LEEDS, "cafe"): 0, (LEEDS, "pub"): 0}
+    assert written.replaced_marks == {(LEEDS, "cafe"): analyst}
+    assert imports_table(store)[(LEEDS, "cafe")] == (RELEASE, 0, NOW + 2 * SECOND)
+
+
+def test_a_write_without_a_stamp_replaces_every_mark_on_its_way_but_not_a_failed_one(store):
+    store.force_request([(LEEDS, "cafe")], NOW)
+    store.force_request([(LEEDS, "pub")], NOW - timedelta(hours=IMPORT_HOURS) - SECOND)
+    written = store.write_import(run_for([(LEEDS, "cafe"), (LEEDS, "pub")]), RELEASE, places_table([]), NOW + SECOND)
+    assert written.replaced_marks == {(LEEDS, "cafe"): NOW}

@@ -15,8 +15,9 @@ from datetime import datetime
 import duckdb
 import pyarrow as pa
 
+from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun
-from nakodo_dagster.store import open_store
+from nakodo_dagster.store import open_store, targeting_from_json
 from nakodo_dagster.store.base import Transaction
 
 
@@ -32,6 +33,15 @@ def reserve(url: str, args: dict) -> list:
 def reserve_missing(url: str, args: dict) -> list:
     reservation = open_store(url).reserve_missing(datetime.fromisoformat(args["now"]), max_runs=10_000)
     return [list(pair) for run in reservation.runs for pair in run.pairs]
+
+
+def add_campaign(url: str, args: dict) -> dict:
+    """Add a campaign to an account: its id, or the refusal's message."""
+    try:
+        targeting = targeting_from_json(args["targeting"])
+        return {"id": open_store(url).add_campaign(args["name"], targeting, account_id=args["account_id"])}
+    except InvalidInput as exc:
+        return {"refused": str(exc)}
 
 
 def migrate(url: str, args: dict) -> int:
@@ -69,6 +79,7 @@ def write_and_die(url: str, args: dict) -> None:
 COMMANDS = {
     "reserve": reserve,
     "reserve-missing": reserve_missing,
+    "add-campaign": add_campaign,
     "migrate": migrate,
     "hold": hold,
     "write-and-die": write_and_die,
