@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# dg runs in the project's own virtualenv: named, so that it does not warn that none is active.
+DG := VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/dg
 DATA := $(CURDIR)/data
 
 export NAKODO_DATABASE ?= $(DATA)/nakodo.duckdb
@@ -26,12 +28,12 @@ $(DAGSTER_HOME)/dagster.yaml:
 
 run: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/nakodo demo
-	$(BIN)/dg dev
+	$(DG) dev
 
 test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff check nakodo_dagster tests bench scripts
 	$(BIN)/ruff format --check nakodo_dagster tests bench scripts
-	$(BIN)/dg check defs
+	$(DG) check defs
 	$(BIN)/pytest
 
 lint: $(BIN)/.installed
