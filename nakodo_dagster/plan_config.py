@@ -17,9 +17,14 @@ PLANS_VARIABLE = "NAKODO_PLANS"
 PACKAGE_PLANS = "data/plans.toml"
 
 
+def _override() -> str:
+    """The plans file NAKODO_PLANS names, or "" for the package's."""
+    return os.environ.get(PLANS_VARIABLE, "").strip()
+
+
 def configured_plans() -> dict[str, Plan]:
     """Every plan by name, from NAKODO_PLANS's file if it names one, else from the package."""
-    override = os.environ.get(PLANS_VARIABLE, "").strip()
+    override = _override()
     if not override:
         text = files("nakodo_dagster").joinpath(PACKAGE_PLANS).read_text(encoding="utf-8")
         return parse_plans(text, f"nakodo_dagster/{PACKAGE_PLANS}")
@@ -36,6 +41,5 @@ def plan_named(name: object) -> Plan:
     plans = configured_plans()
     if isinstance(name, str) and name in plans:
         return plans[name]
-    override = os.environ.get(PLANS_VARIABLE, "").strip()
-    origin = f" in {override} (named by {PLANS_VARIABLE})" if override else ""
+    origin = f" in {override} (named by {PLANS_VARIABLE})" if (override := _override()) else ""
     raise InvalidInput(f"plan {name!r} is not known{origin}; allowed: {', '.join(plans)}")

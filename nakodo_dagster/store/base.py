@@ -408,12 +408,13 @@ class Store(ABC):
         incoming = _incoming(places)
 
         def work(tx: Transaction) -> WrittenImport:
-            others = tx.rows(sql.OTHERS_ON_THEIR_WAY, **params, **_rule(now or datetime.now(UTC)), stamp=stamp)
+            written_at = now or datetime.now(UTC)
+            others = tx.rows(sql.OTHERS_ON_THEIR_WAY, **params, **_rule(written_at), stamp=stamp)
             tx.run(sql.CREATE_INCOMING)
             tx.load_incoming_places(incoming)
             # Recorded first: the upsert locks the pairs' rows, so a second writer of the same pairs (an analyst's
             # re-materialisation) waits for this one and then replaces its places rather than colliding with them.
-            recorded = tx.rows(sql.RECORD_IMPORTS, **params, release=release, now=now or datetime.now(UTC))
+            recorded = tx.rows(sql.RECORD_IMPORTS, **params, release=release, now=written_at)
             tx.run(sql.DELETE_PLACES, **params)
             tx.run(sql.INSERT_PLACES, **params, release=release)
             if now is None:
@@ -525,16 +526,16 @@ class Store(ABC):
             if location in campaign.targeting.locations:
                 raise InvalidInput(f"campaign {campaign_id} already targets this location; `campaign show` lists them")
             targeting = Targeting((*campaign.targeting.locations, location), campaign.targeting.categories)
+            added = Targeting((location,), targeting.categories)
             if campaign.status == "active":
                 # A paused campaign holds nothing: it is checked against the plan when it is resumed.
-                added = areas_for(Targeting((location,), targeting.categories))
-                self._check_room(tx, account, added, (location,), new_campaign=False)
+                self._check_room(tx, account, areas_for(added), (location,), new_campaign=False)
             tx.run(
                 "UPDATE campaigns SET targeting = $targeting WHERE id = $id",
                 targeting=targeting_to_json(targeting),
                 id=campaign.id,
             )
-            _keep_campaign_areas(tx, campaign.id, Targeting((location,), targeting.categories))
+            _keep_campaign_areas(tx, campaign.id, added)
             _note_needs_changed(tx)
             return replace(campaign, targeting=targeting)
 
