@@ -19,6 +19,7 @@ import click
 from geopy.geocoders import Nominatim
 from tqdm import tqdm
 
+from nakodo_dagster import settings
 from nakodo_dagster.countries import country_name
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.export import FORMATS, check_destination, columns, write_results
@@ -53,7 +54,6 @@ from nakodo_dagster.store import (
     open_store,
 )
 
-DEFAULT_DATA = Path("data")
 DEMO_CAMPAIGNS = (
     ("Leeds cafes and pubs", Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))),
     ("Paris bakeries and restaurants", Targeting((PointLocation(48.8566, 2.3522, 100),), ("bakery", "restaurant"))),
@@ -65,7 +65,7 @@ SYNC_LOG = "nakodo_sync.log"
 
 def database_url() -> str:
     """NAKODO_DATABASE, or the embedded default: a DuckDB file in the project's data folder."""
-    return os.environ.get("NAKODO_DATABASE") or str(DEFAULT_DATA / "nakodo.duckdb")
+    return os.environ.get("NAKODO_DATABASE") or settings.DEFAULTS["NAKODO_DATABASE"]()
 
 
 def open_configured_store() -> Store:
@@ -117,7 +117,7 @@ main.add_command(sample_release, "sample-release")
 @main.command()
 def demo() -> None:
     """Prepare the embedded default: a sample release, the store and demo campaigns (idempotent)."""
-    root = os.environ.get("NAKODO_OVERTURE_ROOT") or str(DEFAULT_DATA / "overture")
+    root = os.environ.get("NAKODO_OVERTURE_ROOT") or str(settings.DATA / "overture")
     if "://" not in root:
         Path(root).mkdir(parents=True, exist_ok=True)
         try:
@@ -451,12 +451,14 @@ def dagster_home() -> Path:
                 f"DAGSTER_HOME {configured!r} is not a folder: create it, or unset it to use data/dagster_home"
             )
     else:
-        home = (DEFAULT_DATA / "dagster_home").absolute()
+        home = (settings.DATA / "dagster_home").absolute()
         home.mkdir(parents=True, exist_ok=True)
-        settings = home / "dagster.yaml"
-        if not settings.is_symlink() and not settings.exists():
+        instance_file = home / "dagster.yaml"
+        if not instance_file.is_symlink() and not instance_file.exists():
             # The embedded default's instance, the one `make run` links: two imports at a time, telemetry off.
-            settings.write_text(files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text("utf-8"), "utf-8")
+            instance_file.write_text(
+                files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text("utf-8"), "utf-8"
+            )
     # Dagster wants an absolute DAGSTER_HOME; the import and search runs in this process read it.
     os.environ["DAGSTER_HOME"] = str(home)
     return home
@@ -481,8 +483,8 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
     are off, or after --wait seconds. Exits with 1 if an import run failed.
     """
     store = open_configured_store()
-    root = os.environ.get("NAKODO_OVERTURE_ROOT", "").strip()
-    release = os.environ.get("NAKODO_OVERTURE_RELEASE", "").strip()
+    root = settings.value("NAKODO_OVERTURE_ROOT").strip()
+    release = settings.value("NAKODO_OVERTURE_RELEASE").strip()
     if campaign_id is not None:
         chosen = store.campaign(campaign_id)
         if chosen.status != "active":
@@ -525,10 +527,7 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
             bar.update()
 
         # The code location's own resources, so that a sync reads and writes exactly what the daemon's runs do.
-        # They name their settings with dg.EnvVar, which refuses an unset variable: the CLI's defaults stand in.
         os.environ["NAKODO_DATABASE"] = database_url()
-        for name in ("NAKODO_OVERTURE_ROOT", "NAKODO_OVERTURE_RELEASE", "NAKODO_OVERTURE_INDEX"):
-            os.environ.setdefault(name, "")
         with (
             dg.DagsterInstance.get() as instance,
             dg.build_resources(defs.resources, instance=instance) as resources,

@@ -13,6 +13,7 @@ from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import search_sensor
+from nakodo_dagster.settings import setting
 
 defs = dg.Definitions(
     assets=[places, campaign_search],
@@ -20,11 +21,12 @@ defs = dg.Definitions(
     jobs=[import_places, search_campaigns_job],
     sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
     resources={
-        "store": StoreResource(database=dg.EnvVar("NAKODO_DATABASE")),
+        "store": StoreResource(database=setting("NAKODO_DATABASE")),
         "overture": OvertureResource(
-            root=dg.EnvVar("NAKODO_OVERTURE_ROOT"),
-            release=dg.EnvVar("NAKODO_OVERTURE_RELEASE"),
-            index=dg.EnvVar("NAKODO_OVERTURE_INDEX"),
+            root=setting("NAKODO_OVERTURE_ROOT"),
+            release=setting("NAKODO_OVERTURE_RELEASE"),
+            index=setting("NAKODO_OVERTURE_INDEX"),
+            queue_minutes=setting("NAKODO_IMPORT_QUEUE_MINUTES"),
         ),
     },
 )

@@ -273,6 +273,15 @@ def areas_for(targeting: Targeting) -> dict[str, Area]:
     return areas
 
 
+def first_area(targeting: Targeting) -> Area:
+    """The area a campaign's first businesses come from: the cell holding its first location's centre, or its
+    first country. Its block goes first in the import queue, for the campaign's first category."""
+    location = targeting.locations[0]
+    if isinstance(location, PointLocation):
+        return cell_containing(location.lat, location.lng)
+    return country_area(location.country_code)
+
+
 def block_key(area: Area) -> str:
     """The import run an area is read in: its 4 x 4 block of cells (``block:LAT,LNG``, south-west corner) or
     its country (the area's own key)."""
@@ -281,6 +290,11 @@ def block_key(area: Area) -> str:
     west, south = area.bbox[:2]
     row, column = math.floor(south / BLOCK_DEGREES), math.floor(west / BLOCK_DEGREES)
     return f"block:{format_degrees(row * BLOCK_DEGREES)},{format_degrees(column * BLOCK_DEGREES)}"
+
+
+def run_block(run: ImportRun) -> str:
+    """The block (or country) an import run reads, as ``block_key`` names it."""
+    return block_key(parse_area_key(run.areas[0]))
 
 
 @dataclass(frozen=True)
@@ -404,15 +418,17 @@ def campaigns_needs(
     return areas, Needs(merged, coming, arrived_at)
 
 
-# Two import runs at a time (dagster.yaml's queue and pool); the admission cap fills both for IMPORT_HOURS.
+# Two import runs at a time (dagster.yaml's queue and pool).
 IMPORT_SLOTS = 2
 # Until the queue has been seen busy, assume the pace of a Kubernetes deployment (about 15 s a run, launch
-# included): modest enough that a cold start never queues a mark past IMPORT_HOURS.
+# included).
 DEFAULT_IMPORT_RUNS_PER_HOUR = IMPORT_SLOTS * 3600 // 15
 # Runs seen finishing back to back before their pace is trusted over the default.
 MIN_PACE_SAMPLES = 5
-# A share of the window is kept for runs slower than the ones observed (a country is slower than a block).
-ADMISSION_SHARE = 0.8
+# The queue holds about this much import work. A pair is reserved when its run is admitted, so a short queue is
+# what lets a new campaign's first block overtake a backlog: an hours-long queue would be served first come,
+# first served. IMPORT_HOURS stays the safety net for a lost run, not the length of the queue.
+IMPORT_QUEUE_MINUTES = 10
 
 
 def import_pace(busy_gaps_seconds: Sequence[float]) -> float:
@@ -426,11 +442,24 @@ def import_pace(busy_gaps_seconds: Sequence[float]) -> float:
     return 3600 / median
 
 
-def admitted_runs(runs_per_hour: float, in_flight: int) -> int:
-    """How many more import runs may be reserved now: what the queue starts within IMPORT_HOURS at its pace,
-    less the runs already queued or running. A reserved mark then never waits in the queue until it reads as
-    failed."""
-    return max(0, math.floor(runs_per_hour * IMPORT_HOURS * ADMISSION_SHARE) - in_flight)
+def queue_cap(runs_per_hour: float, queue_minutes: float = IMPORT_QUEUE_MINUTES) -> int:
+    """How many import runs the queue may hold, queued or running: ``queue_minutes`` of work at its pace, and
+    never fewer than twice the slots, so that a slot never idles while the next tick is awaited."""
+    if queue_minutes <= 0:
+        raise InvalidInput(f"queue minutes {queue_minutes!r} is not allowed: use a number above 0")
+    return max(2 * IMPORT_SLOTS, math.floor(runs_per_hour * queue_minutes / 60))
+
+
+def admitted_runs(runs_per_hour: float, in_flight: int, queue_minutes: float = IMPORT_QUEUE_MINUTES) -> int:
+    """How many more import runs may be reserved now: the queue's cap less the runs already queued or running."""
+    return max(0, queue_cap(runs_per_hour, queue_minutes) - in_flight)
+
+
+# Dagster's queue starts a run of higher `dagster/priority` first. A campaign's first block (its centre, its first
+# category) outranks the rest, so a new campaign shows businesses within minutes whatever is queued; every other
+# run, an analyst's included, keeps Dagster's default 0 and is served in order.
+FIRST_BLOCK_PRIORITY = 1
+BACKLOG_PRIORITY = 0
 
 
 # A search keeps coming back while imports are pending for this long, then stops waiting for the day.

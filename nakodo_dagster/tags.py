@@ -19,6 +19,12 @@ CAMPAIGN = "nakodo/campaign"
 WHY = "nakodo/why"
 # Dagster's own tag on a run of one partition.
 PARTITION = "dagster/partition"
+# Dagster's queue starts runs of a higher priority first (placement.FIRST_BLOCK_PRIORITY).
+PRIORITY = "dagster/priority"
+# Where an import run stood in line when it was admitted: a campaign's first block, or the backlog.
+LINE = "nakodo/line"
+FIRST_BLOCK_LINE = "first block"
+BACKLOG_LINE = "backlog"
 
 
 def stamp_tag(stamp: datetime) -> str:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -44,8 +49,39 @@ def test_the_sensors_are_exactly_those_named(repository):
     assert {s.name for s in repository.sensor_defs} == set(SENSORS)
 
 
-def test_the_resources_are_read_from_the_environment_when_used_not_when_loaded():
-    store = defs.resources["store"]
-    overture = defs.resources["overture"]
-    assert isinstance(store.database, dg.EnvVar) and store.database.env_var_name == "NAKODO_DATABASE"
-    assert isinstance(overture.root, dg.EnvVar) and overture.root.env_var_name == "NAKODO_OVERTURE_ROOT"
+_SHOW_RESOURCES = """
+from nakodo_dagster.definitions import defs
+store, overture = defs.resources["store"], defs.resources["overture"]
+for value in (store.database, overture.root, overture.release, overture.index, overture.queue_minutes):
+    name = getattr(value, "env_var_name", None)  # dg.EnvVar, or dg.EnvVar.int's
+    print(f"EnvVar {name}" if name else repr(value))
+"""
+
+
+def _loaded_resources(folder: Path, environ: dict[str, str]) -> list[str]:
+    plain = {name: value for name, value in os.environ.items() if not name.startswith("NAKODO_")}
+    shown = subprocess.run(
+        [sys.executable, "-c", _SHOW_RESOURCES], cwd=folder, env={**plain, **environ}, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout.splitlines()
+
+
+def test_a_set_variable_is_read_when_used_not_when_loaded(tmp_path):
+    names = (
+        "NAKODO_DATABASE",
+        "NAKODO_OVERTURE_ROOT",
+        "NAKODO_OVERTURE_RELEASE",
+        "NAKODO_OVERTURE_INDEX",
+        "NAKODO_IMPORT_QUEUE_MINUTES",
+    )
+    environ = {name: "15" for name in names}
+
+    assert _loaded_resources(tmp_path, environ) == [f"EnvVar {name}" for name in names]
+
+
+def test_every_setting_has_a_default_on_the_embedded_data_of_the_working_folder(tmp_path):
+    assert _loaded_resources(tmp_path, {}) == [repr(str(tmp_path / "data" / "nakodo.duckdb")), "''", "''", "''", "10"]
+    # Once `make run` or `nakodo demo` has written the sample release, imports read it.
+    (tmp_path / "data" / "overture").mkdir(parents=True)
+    assert _loaded_resources(tmp_path, {})[1] == repr(str(tmp_path / "data" / "overture"))

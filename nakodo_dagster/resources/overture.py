@@ -11,7 +11,7 @@ from pydantic import Field
 from nakodo_dagster.overture.index import index_folder
 from nakodo_dagster.overture.reader import ReadResult, read_places
 from nakodo_dagster.overture.releases import check_release_name, check_root, resolve_release
-from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.placement import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, ImportRun, queue_cap
 
 OFF_REASON = "NAKODO_OVERTURE_ROOT isn't set"
 
@@ -27,6 +27,10 @@ class OvertureResource(dg.ConfigurableResource):
     ``index`` is the folder of release indexes, which every run and process of a deployment shares (a volume
     every pod mounts). Empty: beside the store when ``NAKODO_DATABASE`` is a DuckDB file, else the user's
     cache folder; never the working folder.
+
+    ``queue_minutes`` is how much import work Dagster's run queue holds, at the pace it is observed to keep: the
+    import sensor reserves pairs only for runs the queue starts within it (never fewer than twice the two
+    slots), so a new campaign's first block never waits behind hours of another account's backlog.
     """
 
     root: str = Field(default="", description="Folder or s3:// prefix of releases (NAKODO_OVERTURE_ROOT).")
@@ -37,12 +41,19 @@ class OvertureResource(dg.ConfigurableResource):
         "(NAKODO_OVERTURE_INDEX).",
     )
 
+    queue_minutes: int = Field(
+        default=IMPORT_QUEUE_MINUTES,
+        description="Minutes of import work the queue holds (NAKODO_IMPORT_QUEUE_MINUTES).",
+    )
+
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Refuse a root or a release name that cannot be right before a tick reserves anything or a run reads."""
+        """Refuse a root, a release name or a queue length that cannot be right, before a tick reserves anything
+        or a run reads."""
         if self.root.strip():
             check_root(self.root)
         if self.release.strip():
             check_release_name(self.release.strip())
+        queue_cap(DEFAULT_IMPORT_RUNS_PER_HOUR, self.queue_minutes)
 
     @property
     def index_dir(self) -> Path:

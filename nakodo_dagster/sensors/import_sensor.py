@@ -1,5 +1,5 @@
 """Asks for exactly the imports the active campaigns miss: one run per 4 x 4 block or country, as many as the
-queue can start within IMPORT_HOURS."""
+queue starts within about ten minutes, in fair-share order."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ import dagster as dg
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
-from nakodo_dagster.placement import ImportRun, admitted_runs, import_pace
+from nakodo_dagster.placement import (
+    BACKLOG_PRIORITY,
+    FIRST_BLOCK_PRIORITY,
+    ImportRun,
+    admitted_runs,
+    import_pace,
+)
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Reservation, Store
 from nakodo_dagster.store.base import COMMIT_OVERLAP
@@ -160,7 +166,7 @@ def take_back_unlaunched(
     return still_confirmed
 
 
-def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
+def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
         run_key=f"{run.key}@{stamp.isoformat()}",
@@ -174,6 +180,8 @@ def _run_request(run: ImportRun, stamp: datetime) -> dg.RunRequest:
             tags.BOX: f"{west},{south},{east},{north}",
             tags.AREA: run.areas[0] if run.country_code else f"{len(run.areas)} cells",
             tags.CATEGORIES: ",".join(run.categories)[:200],
+            tags.PRIORITY: str(FIRST_BLOCK_PRIORITY if first_block else BACKLOG_PRIORITY),
+            tags.LINE: tags.FIRST_BLOCK_LINE if first_block else tags.BACKLOG_LINE,
         },
     )
 
@@ -208,8 +216,10 @@ def request_import_runs(
     cursor: str | None = None,
     clock: StepClock | None = None,
 ) -> dg.SensorResult:
-    """Reserve what the campaigns miss, as many runs as the queue starts within IMPORT_HOURS, and ask for one
-    run per block or country; if anything fails before the requests are handed over, take the marks back.
+    """Reserve what the campaigns miss, as many runs as the queue starts within ``overture.queue_minutes``, and ask for
+    one run per block or country, in fair-share order (the store's ``reserve_missing``), a campaign's first
+    block at a higher Dagster priority; if anything fails before the requests are handed over, take the marks
+    back.
 
     Every active campaign, or the active ones of ``campaign_ids``. Marks of an earlier tick whose runs never reached the
     instance are taken back first and asked for again. ``cursor`` is the sensor's (stamps known to have a
@@ -223,14 +233,15 @@ def request_import_runs(
     def skip(message: str) -> dg.SensorResult:
         return dg.SensorResult(skip_reason=f"{message} Tick {clock}.", cursor=state.dumps())
 
-    def unchanged() -> bool:
-        # Only a noted change or a boundary crossed can make a pair missing; without either, the last look stands.
-        changed = state.checked_at is None or state.waiting or store.needs_changed_since(state.checked_at, now)
+    def changed() -> bool:
+        # Only a noted change or a boundary crossed can make a pair missing; without either, the last look stands
+        # and the queue is refilled from the line it left.
+        looked = state.checked_at is None or store.needs_changed_since(state.checked_at, now)
         clock.lap("changes")
-        return not changed
+        return looked
 
     if overture.off_reason:
-        if unchanged():
+        if not changed():
             return skip(f"Imports are off ({overture.off_reason}); nothing changed since the last look.")
         counted = store.reserve_missing(now, 0, campaign_ids)
         state.checked_at, state.waiting = now - COMMIT_OVERLAP, 0
@@ -239,19 +250,22 @@ def request_import_runs(
         log.warning(message)
         return skip(message)
     pace, in_flight = queue_pace(instance)
-    admitted = admitted_runs(pace, in_flight)
+    admitted = admitted_runs(pace, in_flight, overture.queue_minutes)
     clock.lap("queue")
     if not admitted:
         return skip(
             f"The import queue is full: {in_flight:,} runs queued or running, about {pace:,.0f} an hour; "
             f"{state.waiting:,} more runs wait for it."
         )
-    if unchanged():
+    relook = changed()
+    if not relook and not state.waiting:
         return skip("Nothing missing: nothing changed since the last look.")
-    reservation = store.reserve_missing(now, admitted, campaign_ids)
+    reservation = store.reserve_missing(now, admitted, campaign_ids, relook=relook)
     runs, stamp = reservation.runs, reservation.stamp
     waiting = reservation.missing_runs - len(runs)
-    state.checked_at, state.waiting = now - COMMIT_OVERLAP, waiting
+    state.waiting = waiting
+    if relook:
+        state.checked_at = now - COMMIT_OVERLAP
     clock.lap("reserve")
     if not reservation.missing_runs:
         return skip(
@@ -266,7 +280,7 @@ def request_import_runs(
         # The same work is queued, running or just succeeded: its marks are not ours to keep.
         store.take_back([pair for run in runs if run.key in blocking for pair in run.pairs], stamp)
         clock.lap("same work")
-        requests = [_run_request(run, stamp) for run in launch]
+        requests = [_run_request(run, stamp, run.key in reservation.first_runs) for run in launch]
         partitions = _new_partitions(instance, launch)
         clock.lap("requests")
     except Exception:
@@ -294,12 +308,20 @@ def request_import_runs(
     job=import_places,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Reserves the (area, category) pairs active campaigns miss, as many runs as the queue starts "
-    "within 6 hours, and launches one run per block or country.",
+    description="Reserves the (area, category) pairs active campaigns miss and launches one run per block or "
+    "country, keeping about 10 minutes of work in the queue (NAKODO_IMPORT_QUEUE_MINUTES). Fair share: accounts "
+    "take turns, and each campaign's first block (its centre, its first category) goes before older campaigns' "
+    "remaining blocks, at dagster/priority 1 so it overtakes queued runs; everything else, analysts' runs "
+    "included, runs in order at priority 0.",
 )
 def import_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
 ) -> dg.SensorResult:
     return request_import_runs(
-        context.instance, store.store, overture, datetime.now(UTC), context.log, cursor=context.cursor
+        context.instance,
+        store.store,
+        overture,
+        datetime.now(UTC),
+        context.log,
+        cursor=context.cursor,
     )

@@ -36,8 +36,10 @@ from nakodo_dagster.placement import (
     areas_for,
     block_key,
     check_categories,
+    first_area,
     import_runs,
     parse_area_key,
+    run_block,
 )
 from nakodo_dagster.plan_config import plan_named
 from nakodo_dagster.plans import Holding, Usage, campaigns_to_pause, locations_in_words, refusal
@@ -83,6 +85,8 @@ _EVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 # The version whose tables keep each campaign's needs (campaign_areas, campaign_categories).
 _CAMPAIGN_NEEDS_VERSION = 3
+# The version that keeps each campaign's first area (campaigns.first_area).
+_FIRST_AREA_VERSION = 5
 
 
 @functools.cache
@@ -197,9 +201,14 @@ def _keep_campaign_areas(tx: Transaction, campaign_id: int, targeting: Targeting
     )
 
 
+def _keep_first_area(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
+    tx.run(sql.KEEP_FIRST_AREA, campaign_id=campaign_id, first_area=first_area(targeting).key)
+
+
 def _keep_campaign_needs(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
-    """Keep a new campaign's areas and its categories in the campaign's own order."""
+    """Keep a new campaign's areas, its first area and its categories in the campaign's own order."""
     _keep_campaign_areas(tx, campaign_id, targeting)
+    _keep_first_area(tx, campaign_id, targeting)
     ordered = list(dict.fromkeys(targeting.categories))
     tx.run(sql.KEEP_CAMPAIGN_CATEGORIES, campaign_id=campaign_id, categories=ordered, ranks=list(range(len(ordered))))
 
@@ -236,11 +245,12 @@ class Store(ABC):
                         version=version,
                         now=datetime.now(UTC),
                     )
-            if reached < _CAMPAIGN_NEEDS_VERSION:
-                # Campaigns older than the tables that keep their needs: their areas come from Python.
+            if reached < _FIRST_AREA_VERSION:
+                # Campaigns older than the columns that keep their needs: their areas come from Python.
+                keep = _keep_campaign_needs if reached < _CAMPAIGN_NEEDS_VERSION else _keep_first_area
                 for campaign in tx.rows(f"SELECT {sql.CAMPAIGN_COLUMNS} FROM campaigns"):
                     campaign = _campaign(campaign)
-                    _keep_campaign_needs(tx, campaign.id, campaign.targeting)
+                    keep(tx, campaign.id, campaign.targeting)
 
         self._transact(work)
 
@@ -319,34 +329,53 @@ class Store(ABC):
 
     # Asking for imports
 
-    def reserve_missing(self, now: datetime, max_runs: int, campaign_ids: Sequence[int] | None = None) -> Reservation:
+    def reserve_missing(
+        self, now: datetime, max_runs: int, campaign_ids: Sequence[int] | None = None, *, relook: bool = True
+    ) -> Reservation:
         """Mark the missing pairs of at most ``max_runs`` import runs, in the database, and group what we got.
 
-        The pairs come from the campaigns' kept areas and categories (every active campaign, or the active ones
-        of ``campaign_ids``), anti-joined with place_imports under the one freshness rule; the runs of the oldest
-        campaigns go first. ``max_runs=0`` reserves nothing and only counts. Campaigns their account's plan paused
+        ``relook`` finds every missing pair again: the campaigns' kept areas and categories (every active
+        campaign, or the active ones of ``campaign_ids``) anti-joined with place_imports under the one freshness
+        rule, lined up in fair-share order (``sql.LINE_UP``: accounts take turns, each campaign's first block
+        before the rest). The whole fleet's line is kept, so that without ``relook`` a tick admits from its head
+        and finds again only the admitted blocks' missing pairs. The runs come back in line order, the counts
+        before admission. ``max_runs=0`` reserves nothing and only counts. Campaigns their account's plan paused
         are left out, as every paused one is, and counted.
         """
         if max_runs < 0:
             raise InvalidInput(f"max_runs {max_runs!r} is not allowed: use 0 or more")
         rule, campaigns = _rule(now), _campaign_filter(campaign_ids)
+        # A sync of some campaigns lines up its own, and leaves the fleet's line as it is.
+        line = "import_line" if campaign_ids is None else "new_line"
+        relook = relook or campaign_ids is not None
 
-        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple]]:
-            tx.run(sql.CREATE_MISSING, **rule, **campaigns)
-            [(missing_pairs, missing_runs)] = tx.rows(sql.MISSING_SUMMARY)
+        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple]]:
+            if relook:
+                tx.run(sql.CREATE_MISSING, **rule, **campaigns)
+                tx.run(sql.LINE_UP)
+                if line == "import_line":
+                    tx.run(sql.FORGET_LINE)
+                    tx.run(sql.KEEP_LINE)
+            [(missing_runs, missing_pairs)] = tx.rows(sql.LINE_TOTALS if line == "new_line" else sql.LINE_SUMMARY)
             [(coming_pairs,)] = tx.rows(sql.COMING_PAIRS, **rule)
             [(paused_for_plan,)] = tx.rows(sql.PAUSED_FOR_PLAN, **campaigns)
-            reserved = (
-                tx.rows(sql.RESERVE_ADMITTED, **rule, stamp=now, force=False, max_runs=max_runs)
-                if max_runs and missing_pairs
-                else []
-            )
-            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved
+            if not (max_runs and missing_runs):
+                return missing_pairs, missing_runs, coming_pairs, paused_for_plan, [], []
+            tx.run(sql.admit_from(line), max_runs=max_runs)
+            order = tx.rows(sql.ADMITTED_ORDER)
+            reserved = tx.rows(sql.RESERVE_ADMITTED, **rule, **campaigns, stamp=now, force=False)
+            if line == "import_line":
+                tx.run(sql.LEAVE_LINE)
+            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order
 
-        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved = self._transact(work)
+        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order = self._transact(work)
         by_area = _by_area(reserved)
         runs = import_runs(by_area, {key: parse_area_key(key) for key in by_area})
-        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan)
+        turn = {block: position for position, (block, _) in enumerate(order)}
+        runs.sort(key=lambda run: turn[run_block(run)])
+        first_blocks = {block for block, first in order if first}
+        first_runs = frozenset(run.key for run in runs if run_block(run) in first_blocks)
+        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan, first_runs)
 
     def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
         """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""

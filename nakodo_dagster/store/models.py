@@ -109,6 +109,8 @@ class Reservation:
     coming_pairs: int
     paused_for_plan: int
     """Campaigns left out because their account's plan paused them."""
+    first_runs: frozenset[str] = frozenset()
+    """Keys of the runs that read a campaign's first block: they go before the rest of the queue."""
 
 
 @dataclass(frozen=True)

@@ -180,4 +180,25 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE campaigns ADD COLUMN paused_reason TEXT",
         ),
     ),
+    (
+        5,
+        (
+            # The area holding the campaign's first location's centre (placement.first_area): its block, for the
+            # campaign's first category, is the first block admission puts in line, so that every new campaign
+            # shows businesses early whatever is queued. Filled for older campaigns by Store.migrate.
+            "ALTER TABLE campaigns ADD COLUMN first_area TEXT",
+            # The missing blocks in the order admission takes them (sql.LINE_UP), as the import sensor last lined
+            # them up: while nothing changes, a tick admits from its head instead of finding every missing pair.
+            """
+            CREATE TABLE import_line (
+                block TEXT PRIMARY KEY,
+                turn INTEGER NOT NULL,
+                first_block BOOLEAN NOT NULL,
+                account_id INTEGER,
+                pairs INTEGER NOT NULL
+            )
+            """,
+            "CREATE INDEX campaign_areas_by_block ON campaign_areas (block)",
+        ),
+    ),
 )

@@ -84,31 +84,82 @@ SELECT count(*) FROM campaigns
 WHERE paused_reason IS NOT NULL AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
 """
 
-# The missing pairs, with the import run (block) that reads each and the oldest campaign asking for it. Merged
-# after the anti-join, so that a tick sorts only what is missing, not every campaign's pairs.
+# The missing pairs by account, with the import run (block) that reads each, the account's oldest campaign asking
+# for it and the oldest whose first pair it is (its centre's area, its first category). Grouped after the
+# anti-join, so that a tick sorts only what is missing, not every campaign's pairs.
 CREATE_MISSING = f"""
-CREATE TEMP TABLE missing_pairs AS
-SELECT ca.area, cc.category, min(ca.block) AS block, min(c.id) AS first_campaign
+CREATE TEMP TABLE missing_demand AS
+SELECT ca.area, cc.category, min(ca.block) AS block, c.account_id, min(c.id) AS oldest_campaign,
+       min(c.id) FILTER (WHERE ca.area = c.first_area AND cc.rank = 0) AS first_of
 {CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
-GROUP BY ca.area, cc.category
+GROUP BY ca.area, cc.category, c.account_id
 """
 
-MISSING_SUMMARY = "SELECT count(*), count(DISTINCT block) FROM missing_pairs"
+LINE_TOTALS = "SELECT count(*), coalesce(sum(pairs), 0) FROM new_line"
 
 # Marks on their way, found through the imported_at index rather than by joining every campaign's pairs.
 COMING_PAIRS = "SELECT count(*) FROM place_imports WHERE release = $requested AND imported_at > $coming_after"
 
-# Admission: only the missing pairs of the first $max_runs runs, oldest campaign first, are marked; the rest
-# stays missing and is asked for by a later tick.
+# Fair share: the line of missing blocks, in the order admission takes them. Each account lines its blocks up:
+# every campaign's first block (oldest campaign first), then the remaining blocks (oldest campaign first). The
+# accounts then take turns, so one account's backlog never stands before another account's first block; a block
+# several accounts need takes its best place.
+LINE_UP = """
+CREATE TEMP TABLE new_line AS
+WITH account_blocks AS (
+    SELECT block, account_id, min(first_of) AS first_of, min(oldest_campaign) AS oldest_campaign
+    FROM missing_demand GROUP BY block, account_id
+),
+turns AS (
+    SELECT block, account_id, first_of IS NOT NULL AS first_block,
+           row_number() OVER (
+               PARTITION BY account_id ORDER BY first_of IS NULL, coalesce(first_of, oldest_campaign), block
+           ) AS turn
+    FROM account_blocks
+),
+block_pairs AS (
+    SELECT block, count(*) AS pairs FROM (SELECT DISTINCT block, area, category FROM missing_demand) AS pairs
+    GROUP BY block
+)
+SELECT turns.block, min(turn) AS turn, bool_or(first_block) AS first_block, min(account_id) AS account_id,
+       min(block_pairs.pairs) AS pairs
+FROM turns JOIN block_pairs ON block_pairs.block = turns.block
+GROUP BY turns.block
+"""
+
+# The whole fleet's line is kept between ticks (import_line): a tick with nothing changed admits from its head
+# without finding every missing pair again. A sync of some campaigns uses its own line (new_line) and leaves it.
+FORGET_LINE = "DELETE FROM import_line"
+KEEP_LINE = "INSERT INTO import_line (block, turn, first_block, account_id, pairs) SELECT * FROM new_line"
+
+
+def admit_from(line: str) -> str:
+    """The first $max_runs blocks of ``line`` (``import_line`` or ``new_line``, never user text), into the temp
+    table admitted_blocks."""
+    return f"""
+CREATE TEMP TABLE admitted_blocks AS
+SELECT block, turn, first_block, account_id FROM {line}
+ORDER BY turn, first_block DESC, account_id, block
+LIMIT $max_runs
+"""
+
+
+ADMITTED_ORDER = "SELECT block, first_block FROM admitted_blocks ORDER BY turn, first_block DESC, account_id, block"
+
+# The admitted blocks' missing pairs, found again for those blocks alone (the line may be a few ticks old) and
+# marked in the same compare and set as ever.
 RESERVE_ADMITTED = f"""
 INSERT INTO place_imports (area, category, release, rows, imported_at)
-SELECT area, category, $requested, 0, $stamp FROM missing_pairs
-WHERE block IN (SELECT block FROM missing_pairs GROUP BY block ORDER BY min(first_campaign), block LIMIT $max_runs)
-ORDER BY area, category
+SELECT DISTINCT ca.area, cc.category, $requested, 0, $stamp
+{CAMPAIGN_PAIRS} AND ca.block IN (SELECT block FROM admitted_blocks) AND {pair_state("place_imports")} = 'missing'
+ORDER BY 1, 2
 {ON_CONFLICT_MISSING}
 """
 
-NEEDS_MISSING = "SELECT area, category FROM missing_pairs ORDER BY area, category"
+LEAVE_LINE = "DELETE FROM import_line WHERE block IN (SELECT block FROM admitted_blocks)"
+LINE_SUMMARY = "SELECT count(*), coalesce(sum(pairs), 0) FROM import_line"
+
+NEEDS_MISSING = "SELECT DISTINCT area, category FROM missing_demand ORDER BY area, category"
 NEEDS_COMING = f"""
 SELECT DISTINCT ca.area {CAMPAIGN_PAIRS}
 AND place_imports.release = $requested AND place_imports.imported_at > $coming_after
@@ -500,6 +551,7 @@ INSERT INTO campaign_areas (campaign_id, area, block)
 SELECT $campaign_id, unnest($areas::TEXT[]), unnest($blocks::TEXT[])
 ON CONFLICT (campaign_id, area) DO NOTHING
 """
+KEEP_FIRST_AREA = "UPDATE campaigns SET first_area = $first_area WHERE id = $campaign_id"
 KEEP_CAMPAIGN_CATEGORIES = """
 INSERT INTO campaign_categories (campaign_id, category, rank)
 SELECT $campaign_id, unnest($categories::TEXT[]), unnest($ranks::INTEGER[])

@@ -131,7 +131,11 @@ def test_reserve_missing_marks_one_run_per_block_of_the_campaigns(store):
 
     reservation = store.reserve_missing(NOW, max_runs=10)
 
-    assert reservation.runs == import_runs({area: ["cafe"] for area in areas}, areas)
+    expected = import_runs({area: ["cafe"] for area in areas}, areas)
+    assert sorted(reservation.runs, key=lambda run: run.key) == sorted(expected, key=lambda run: run.key)
+    # The campaign's first block (its first location's centre) leads the line.
+    assert reservation.runs[0].areas == ("cell:53.5,-2",)
+    assert reservation.first_runs == {reservation.runs[0].key}
     assert (reservation.missing_runs, reservation.missing_pairs, reservation.coming_pairs) == (3, 3, 0)
     assert imports_table(store) == {(area, "cafe"): (REQUESTED, 0, NOW) for area in areas}
     # An hour later the imports are on their way: nothing more is asked for, three areas to come.
@@ -139,19 +143,65 @@ def test_reserve_missing_marks_one_run_per_block_of_the_campaigns(store):
     assert (later.runs, later.missing_runs, later.coming_pairs) == ([], 0, 3)
 
 
-def test_reserve_missing_admits_the_oldest_campaigns_runs_first(store):
+def test_reserve_missing_puts_every_campaigns_first_block_before_older_campaigns_other_blocks(store):
     store.add_campaign("three cities", THREE_CITIES)
     store.add_campaign("Tokyo bakeries", Targeting((PointLocation(35.75, 139.75, 2),), ("bakery",)))
 
     first = store.reserve_missing(NOW, max_runs=2)
 
     assert (len(first.runs), first.missing_runs) == (2, 4)
-    assert all(category == "cafe" for run in first.runs for _, category in run.pairs)
+    assert [run.pairs for run in first.runs] == [(("cell:53.5,-2", "cafe"),), (("cell:35.5,139.5", "bakery"),)]
+    assert first.first_runs == {run.key for run in first.runs}
     # What was not admitted stays missing, unmarked, and is asked for by the next look.
     assert len(imports_table(store)) == 2
     second = store.reserve_missing(NOW + SECOND, max_runs=2)
     assert (len(second.runs), second.missing_runs, second.coming_pairs) == (2, 2, 2)
+    assert {run.areas for run in second.runs} == {("cell:48.5,2",), ("cell:40,-4",)}
+    assert second.first_runs == frozenset()
     assert len(imports_table(store)) == 4
+
+
+def test_reserve_missing_lets_accounts_take_turns(store):
+    big = store.add_account("big", "unlimited")
+    small = store.add_account("small", "starter")
+    for number in range(6):
+        # Six campaigns of three blocks each, one category: a backlog of 18 block runs.
+        lng = -59.75 + 10 * number
+        locations = tuple(PointLocation(10.25, lng + 3 * block, 2) for block in range(3))
+        store.add_campaign(f"big {number}", Targeting(locations, ("cafe",)), account_id=big)
+    store.add_campaign("small", Targeting((PointLocation(53.75, -1.75, 2),), ("pub",)), account_id=small)
+
+    reservation = store.reserve_missing(NOW, max_runs=4)
+
+    # The small account's only block is admitted in the first round, not after the big account's backlog.
+    assert (("cell:53.5,-2", "pub"),) in [run.pairs for run in reservation.runs[:2]]
+    assert reservation.missing_runs == 19
+
+
+def test_a_tick_with_nothing_changed_admits_from_the_kept_line(store):
+    store.add_campaign("three cities", THREE_CITIES)
+    first = store.reserve_missing(NOW, max_runs=1)
+
+    second = store.reserve_missing(NOW + SECOND, max_runs=1, relook=False)
+    third = store.reserve_missing(NOW + 2 * SECOND, max_runs=5, relook=False)
+
+    assert [len(r.runs) for r in (first, second, third)] == [1, 1, 1]
+    assert [r.missing_runs for r in (first, second, third)] == [3, 2, 1]
+    areas = areas_for(THREE_CITIES)
+    assert imports_table(store).keys() == {(area, "cafe") for area in areas}
+    # The line is spent: nothing more until something changes.
+    assert store.reserve_missing(NOW + 3 * SECOND, max_runs=5, relook=False).runs == []
+
+
+def test_a_kept_line_never_reserves_a_pair_someone_else_took_meanwhile(store):
+    store.add_campaign("three cities", THREE_CITIES)
+    store.reserve_missing(NOW, max_runs=1)
+    analyst = store.force_request([("cell:48.5,2", "cafe"), ("cell:40,-4", "cafe")], NOW + SECOND)
+
+    later = store.reserve_missing(NOW + 2 * SECOND, max_runs=5, relook=False)
+
+    assert later.runs == []
+    assert {stamp for _, _, stamp in imports_table(store).values()} == {NOW, analyst}
 
 
 def test_reserve_missing_with_no_room_counts_and_writes_nothing(store):
