@@ -98,15 +98,28 @@ def locations_in_words(locations: Sequence[Location]) -> str:
 
 
 def refusal(
-    plan: Plan, held: Holding, areas: Iterable[str], *, new_campaign: bool, subject: str, what: str
+    plan: Plan,
+    held: Holding,
+    areas: Iterable[str],
+    *,
+    new_campaign: bool,
+    subject: str,
+    what: str,
+    campaign_plans: Sequence[str] = (),
 ) -> str | None:
     """Why adding ``areas`` (and, if ``new_campaign``, one more active campaign) would take an account holding
-    ``held`` past its plan, or None if it fits.
+    ``held`` past its plan, or None if it fits. A plan that holds no campaign at all says so, naming
+    ``campaign_plans``, the plans that do.
 
     ``subject`` names what is added (``this campaign``, ``this location``) and ``what`` says what it asks for
     (``locations_in_words``). A limit is only held against what would grow: a location whose cells the account
     holds already is welcome even where a lowered limit is exceeded.
     """
+    if new_campaign and plan.campaigns == 0:
+        return (
+            f"plan {plan.name} holds no campaign: business outreach is on the paid plans "
+            f"({', '.join(campaign_plans)}); `nakodo account set-plan ID PLAN` moves the account to one"
+        )
     wanted = frozenset(areas)
     new_areas = wanted - held.areas
     new_countries = sorted(area.removeprefix(COUNTRY_PREFIX) for area in new_areas if area.startswith(COUNTRY_PREFIX))

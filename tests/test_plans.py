@@ -11,7 +11,9 @@ from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, 
 from nakodo_dagster.plan_config import PLANS_VARIABLE, configured_plans, plan_named
 from nakodo_dagster.plans import Holding, Plan, Usage, campaigns_to_pause, locations_in_words, refusal
 
-FREE = Plan("free", campaigns=1, areas=25, countries=0)
+FREE = Plan("free", campaigns=0, areas=0, countries=0)
+# A small paid plan, as an operator's plans file may hold one: the limits' arithmetic.
+SOLO = Plan("solo", campaigns=1, areas=25, countries=0)
 STARTER = Plan("starter", campaigns=5, areas=500, countries=1)
 UNLIMITED = Plan("unlimited")
 # A 200 km circle on the equator: 64 cells of 0.5 degree.
@@ -42,13 +44,13 @@ def test_the_shipped_plans_are_the_documented_ones(no_override):
     }
 
 
-def test_a_200_km_circle_on_the_free_plan_says_what_it_needs_and_what_is_left():
+def test_a_200_km_circle_on_a_small_plan_says_what_it_needs_and_what_is_left():
     areas = list(areas_for(Targeting(CIRCLE, ("cafe",))))
     assert len(areas) == 64
 
-    why = adding(FREE, Holding.of({}), areas, what=locations_in_words(CIRCLE))
+    why = adding(SOLO, Holding.of({}), areas, what=locations_in_words(CIRCLE))
 
-    assert why == "plan free allows 25 areas; this campaign needs 64 (a 200 km circle), 25 are left"
+    assert why == "plan solo allows 25 areas; this campaign needs 64 (a 200 km circle), 25 are left"
 
 
 def test_areas_the_account_holds_already_count_once():
@@ -79,34 +81,50 @@ def test_campaigns_and_countries_are_limited_too():
     assert adding(STARTER, five, cells(1, lat=9), new_campaign=False) is None
 
 
-def test_every_limit_exceeded_is_named():
-    why = adding(FREE, Holding.of({1: cells(24)}), ["country:FR", "cell:9,9"], what="FR and a 2 km circle")
+def test_the_free_plan_holds_no_campaign_and_names_the_plans_that_do():
+    why = refusal(
+        FREE,
+        Holding.of({}),
+        ["cell:0,0"],
+        new_campaign=True,
+        subject="this campaign",
+        what="x",
+        campaign_plans=["starter", "pro"],
+    )
     assert why == (
-        "plan free allows 1 active campaign; this campaign needs 1, 0 are left; "
-        "plan free allows 25 areas; this campaign needs 2 (FR and a 2 km circle), 1 is left; "
-        "plan free allows 0 countries; this campaign needs 1 (FR), 0 are left"
+        "plan free holds no campaign: business outreach is on the paid plans (starter, pro); "
+        "`nakodo account set-plan ID PLAN` moves the account to one"
+    )
+
+
+def test_every_limit_exceeded_is_named():
+    why = adding(SOLO, Holding.of({1: cells(24)}), ["country:FR", "cell:9,9"], what="FR and a 2 km circle")
+    assert why == (
+        "plan solo allows 1 active campaign; this campaign needs 1, 0 are left; "
+        "plan solo allows 25 areas; this campaign needs 2 (FR and a 2 km circle), 1 is left; "
+        "plan solo allows 0 countries; this campaign needs 1 (FR), 0 are left"
     )
 
 
 def test_past_a_lowered_limit_only_what_grows_is_refused():
     over = Holding.of({1: cells(30)})
-    assert adding(FREE, over, cells(3), new_campaign=False) is None
-    assert adding(FREE, over, ["cell:9,9"], new_campaign=False, what="a 2 km circle") == (
-        "plan free allows 25 areas; this location needs 1 (a 2 km circle), 0 are left"
+    assert adding(SOLO, over, cells(3), new_campaign=False) is None
+    assert adding(SOLO, over, ["cell:9,9"], new_campaign=False, what="a 2 km circle") == (
+        "plan solo allows 25 areas; this location needs 1 (a 2 km circle), 0 are left"
     )
 
 
 def test_a_plan_without_limits_refuses_nothing():
-    assert UNLIMITED.limits_nothing and not FREE.limits_nothing
+    assert UNLIMITED.limits_nothing and not SOLO.limits_nothing
     held = Holding.of({i: [*cells(100, lat=i), f"country:{code}"] for i, code in enumerate(["FR", "DE", "IT"])})
     assert adding(UNLIMITED, held, [*cells(1000, lat=50), "country:ES"]) is None
 
 
 def test_what_is_left_and_how_a_plan_reads():
-    assert FREE.left(Usage(1, 20, 0)) == {"campaigns": 0, "areas": 5, "countries": 0}
-    assert FREE.left(Usage(3, 30, 2)) == {"campaigns": 0, "areas": 0, "countries": 0}, "never below 0"
+    assert SOLO.left(Usage(1, 20, 0)) == {"campaigns": 0, "areas": 5, "countries": 0}
+    assert SOLO.left(Usage(3, 30, 2)) == {"campaigns": 0, "areas": 0, "countries": 0}, "never below 0"
     assert UNLIMITED.left(Usage(3, 30, 2)) == {"campaigns": None, "areas": None, "countries": None}
-    assert FREE.describe() == "1 active campaign, 25 areas, 0 countries"
+    assert SOLO.describe() == "1 active campaign, 25 areas, 0 countries"
     assert Plan("pro", 50, 10_000, 10).describe() == "50 active campaigns, 10,000 areas, 10 countries"
     assert UNLIMITED.describe() == "no limits"
     assert Plan("cells", areas=10).describe() == "any number of active campaigns, 10 areas, any number of countries"
@@ -120,7 +138,7 @@ def test_locations_in_words():
 
 def test_a_lowered_plan_pauses_the_newest_campaigns_until_the_rest_fits():
     campaigns = {1: cells(10, lat=1), 2: cells(10, lat=2), 3: cells(10, lat=3)}
-    assert campaigns_to_pause(FREE, campaigns) == {
+    assert campaigns_to_pause(SOLO, campaigns) == {
         3: "1 active campaign (the account had 3) and 25 areas (the account had 30)",
         2: "1 active campaign (the account had 2)",
     }

@@ -41,7 +41,7 @@ from nakodo_dagster.placement import (
     parse_area_key,
     run_block,
 )
-from nakodo_dagster.plan_config import plan_named
+from nakodo_dagster.plan_config import configured_plans, plan_named
 from nakodo_dagster.plans import Holding, Usage, campaigns_to_pause, locations_in_words, refusal
 from nakodo_dagster.store import sql
 from nakodo_dagster.store.models import (
@@ -687,7 +687,16 @@ class Store(ABC):
             return
         held = Holding.of(self._holding(tx, account.id))
         subject = "this campaign" if new_campaign else "this location"
-        why = refusal(plan, held, areas, new_campaign=new_campaign, subject=subject, what=locations_in_words(locations))
+        campaign_plans = [name for name, other in configured_plans().items() if other.campaigns != 0]
+        why = refusal(
+            plan,
+            held,
+            areas,
+            new_campaign=new_campaign,
+            subject=subject,
+            what=locations_in_words(locations),
+            campaign_plans=campaign_plans,
+        )
         if why:
             raise InvalidInput(f"{why} (account {account.id}, {account.name!r}; `nakodo account show {account.id}`)")
 

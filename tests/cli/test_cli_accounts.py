@@ -14,7 +14,7 @@ from nakodo_dagster.store import open_store
 
 AT_LEEDS = ["--at", "53.75,-1.75", "--radius-km", "2", "--category", "cafe"]
 STARTER = "plan starter (5 active campaigns, 500 areas, 1 country)"
-FREE = "plan free (1 active campaign, 25 areas, 0 countries)"
+FREE = "plan free (0 active campaigns, 0 areas, 0 countries)"
 
 
 def last_error(done) -> str:
@@ -55,27 +55,27 @@ def test_accounts_their_plans_and_their_refusals(nakodo, written):
         "campaigns paused by the plan: 0 (`nakodo campaign list` says why)",
     ]
 
-    # Lowered to free: the newest campaign is paused, with its reason wherever the campaign is shown.
+    # Lowered to free, which holds no campaign: both are paused, newest first, with their reason wherever shown.
     lowered = nakodo("account", "set-plan", acme, "free").stdout.splitlines()
     reason = (
-        f"account 'Acme' moved to plan free on {datetime.now(UTC):%Y-%m-%d}, which allows 1 active campaign "
-        f"(the account had 2) and 0 countries (the account had 1); `nakodo campaign resume {ireland}` once the plan "
-        "has room"
+        f"account 'Acme' moved to plan free on {datetime.now(UTC):%Y-%m-%d}, which allows 0 active campaigns "
+        f"(the account had 2) and 0 areas (the account had 2) and 0 countries (the account had 1); "
+        f"`nakodo campaign resume {ireland}` once the plan has room"
     )
-    assert lowered == [f"Account {acme} is on {FREE}", f"Paused campaign {ireland}: {reason}"]
+    assert lowered[:2] == [f"Account {acme} is on {FREE}", f"Paused campaign {ireland}: {reason}"]
+    assert lowered[2].startswith(f"Paused campaign {leeds}: ")
     assert f"Campaign {ireland} is paused: {reason}" in invoke("campaign", "list").stdout.splitlines()
     shown = invoke("campaign", "show", ireland).stdout.splitlines()
     assert shown[1:3] == [f"status: paused: {reason}", f"account: Acme (id {acme}), plan free"]
 
-    resumed = invoke("campaign", "resume", ireland, expect=2)
-    assert last_error(resumed).startswith(
-        "Error: plan free allows 1 active campaign; this campaign needs 1, 0 are left"
+    paid_only = (
+        "Error: plan free holds no campaign: business outreach is on the paid plans (starter, pro, unlimited); "
+        "`nakodo account set-plan ID PLAN` moves the account to one"
     )
-    grown = invoke("campaign", "add-location", leeds, "--at", "0.1,0.1", "--radius-km", "200", expect=2)
-    assert last_error(grown).startswith("Error: plan free allows 25 areas; this location needs 64 (a 200 km circle)")
-    invoke("campaign", "pause", leeds)
-    resumed = invoke("campaign", "resume", ireland, expect=2)
-    assert last_error(resumed).startswith("Error: plan free allows 0 countries; this campaign needs 1 (IE), 0 are left")
+    before = written()
+    assert last_error(invoke("campaign", "resume", ireland, expect=2)).startswith(paid_only)
+    refused = nakodo("campaign", "add", "--name", "Leeds again", *AT_LEEDS, "--account", acme, expect=2)
+    assert last_error(refused).startswith(paid_only)
     assert written() == before
 
     # The default account, which commands that name none use, has no limits.
@@ -91,7 +91,7 @@ def test_accounts_their_plans_and_their_refusals(nakodo, written):
     assert [line.split() for line in listed] == [
         ["id", "name", "plan", "active", "campaigns", "areas", "countries", "paused", "by", "plan"],
         ["1", "default", "unlimited", "1", "1", "1", "0"],
-        [acme, "Acme", "free", "0", "of", "1", "0", "of", "25", "0", "of", "0", "1"],
+        [acme, "Acme", "free", "0", "of", "0", "0", "of", "0", "0", "of", "0", "2"],
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from importlib.resources import files
 
 import pytest
 from store_helpers import NOW, query
@@ -31,6 +32,29 @@ def written(store: Store) -> dict[str, int]:
     tables = ("campaigns", "campaign_areas", "campaign_categories")
     counts = {table: query(store, f"SELECT count(*) FROM {table}")[0][0] for table in tables}
     return {**counts, "needs_changes": query(store, "SELECT max(changed_at) FROM needs_changes")[0][0]}
+
+
+@pytest.fixture
+def solo_plan(tmp_path, monkeypatch) -> None:
+    """The shipped plans and a small paid one, solo (1 campaign, 25 areas, no country), for the limits' arithmetic."""
+    plans = tmp_path / "plans.toml"
+    shipped = files("nakodo_dagster").joinpath("data", "plans.toml").read_text("utf-8")
+    plans.write_text(shipped + "\n[solo]\ncampaigns = 1\nareas = 25\ncountries = 0\n", encoding="utf-8")
+    monkeypatch.setenv("NAKODO_PLANS", str(plans))
+
+
+def test_a_free_account_holds_no_campaign_and_its_refusal_names_the_plans_that_do(store):
+    acme = store.add_account("Acme", "free")
+    before = written(store)
+
+    with pytest.raises(InvalidInput) as refused:
+        store.add_campaign("Leeds cafes", spot(53.5, -2), account_id=acme)
+
+    assert str(refused.value).startswith(
+        "plan free holds no campaign: business outreach is on the paid plans (starter, pro, unlimited)"
+    )
+    assert written(store) == before
+    assert store.account_usage(acme).usage == Usage(campaigns=0, areas=0, countries=0)
 
 
 def test_the_default_account_is_unlimited_and_holds_the_campaigns_that_name_none(store):
@@ -104,12 +128,12 @@ def test_accounts_have_one_name_each_and_a_plan_in_force(store):
     assert store.campaigns() == []
 
 
-def test_a_free_account_holds_one_campaign_of_at_most_25_areas_and_no_country(store):
-    acme = store.add_account("Acme", "free")
+def test_a_solo_account_holds_one_campaign_of_at_most_25_areas_and_no_country(store, solo_plan):
+    acme = store.add_account("Acme", "solo")
     before = written(store)
     refused = {
-        "plan free allows 25 areas; this campaign needs 64 (a 200 km circle), 25 are left": cafes(CIRCLE_200),
-        "plan free allows 0 countries; this campaign needs 1 (LU), 0 are left": cafes(CountryLocation("LU")),
+        "plan solo allows 25 areas; this campaign needs 64 (a 200 km circle), 25 are left": cafes(CIRCLE_200),
+        "plan solo allows 0 countries; this campaign needs 1 (LU), 0 are left": cafes(CountryLocation("LU")),
     }
     for message, targeting in refused.items():
         with pytest.raises(InvalidInput) as refusal:
@@ -118,7 +142,7 @@ def test_a_free_account_holds_one_campaign_of_at_most_25_areas_and_no_country(st
     assert written(store) == before, "a refusal writes nothing"
 
     first = store.add_campaign("Leeds", spot(53.5, -2), account_id=acme)
-    with pytest.raises(InvalidInput, match="plan free allows 1 active campaign; this campaign needs 1, 0 are left"):
+    with pytest.raises(InvalidInput, match="plan solo allows 1 active campaign; this campaign needs 1, 0 are left"):
         store.add_campaign("York", spot(54, -1.5), account_id=acme)
     assert [c.id for c in store.campaigns()] == [first]
     assert store.account_usage(acme).usage == Usage(campaigns=1, areas=1, countries=0)
@@ -144,13 +168,13 @@ def test_areas_are_merged_across_the_accounts_active_campaigns(store):
     assert store.account_usage(acme).usage == Usage(campaigns=4, areas=408, countries=0)
 
 
-def test_a_location_is_checked_when_its_campaign_is_active_and_the_campaign_when_resumed(store):
-    acme = store.add_account("Acme", "free")
+def test_a_location_is_checked_when_its_campaign_is_active_and_the_campaign_when_resumed(store, solo_plan):
+    acme = store.add_account("Acme", "solo")
     campaign = store.add_campaign("Leeds", spot(53.5, -2), account_id=acme)
     before = written(store)
-    with pytest.raises(InvalidInput, match="plan free allows 25 areas; this location needs 64 \\(a 200 km circle\\)"):
+    with pytest.raises(InvalidInput, match="plan solo allows 25 areas; this location needs 64 \\(a 200 km circle\\)"):
         store.add_campaign_location(campaign, CIRCLE_200)
-    with pytest.raises(InvalidInput, match="plan free allows 0 countries; this location needs 1 \\(IE\\), 0 are left"):
+    with pytest.raises(InvalidInput, match="plan solo allows 0 countries; this location needs 1 \\(IE\\), 0 are left"):
         store.add_campaign_location(campaign, CountryLocation("IE"))
     assert written(store) == before
     assert store.campaign(campaign).targeting == spot(53.5, -2)
@@ -160,7 +184,7 @@ def test_a_location_is_checked_when_its_campaign_is_active_and_the_campaign_when
     store.set_campaign_status(campaign, "paused")
     other = store.add_campaign("York", spot(54, -1), account_id=acme)
     store.add_campaign_location(campaign, CIRCLE_200)
-    with pytest.raises(InvalidInput, match="plan free allows 1 active campaign; this campaign needs 1, 0 are left"):
+    with pytest.raises(InvalidInput, match="plan solo allows 1 active campaign; this campaign needs 1, 0 are left"):
         store.set_campaign_status(campaign, "active")
     store.set_campaign_status(other, "paused")
     with pytest.raises(
@@ -173,7 +197,7 @@ def test_a_location_is_checked_when_its_campaign_is_active_and_the_campaign_when
     store.set_campaign_status(other, "active")
 
 
-def test_a_lowered_plan_pauses_the_newest_campaigns_with_a_reason_and_tells_the_sensors(store):
+def test_a_lowered_plan_pauses_the_newest_campaigns_with_a_reason_and_tells_the_sensors(store, solo_plan):
     acme = store.add_account("Acme", "starter")
     first, second, third = (
         store.add_campaign(name, targeting, account_id=acme)
@@ -186,9 +210,9 @@ def test_a_lowered_plan_pauses_the_newest_campaigns_with_a_reason_and_tells_the_
     store.add_campaign("Someone else's", spot(50, 0))
     noted = written(store)["needs_changes"]
 
-    paused = store.set_account_plan(acme, "free", now=NOW)
+    paused = store.set_account_plan(acme, "solo", now=NOW)
 
-    moved = "account 'Acme' moved to plan free on 2026-11-20, which allows"
+    moved = "account 'Acme' moved to plan solo on 2026-11-20, which allows"
     assert paused == {
         third: f"{moved} 1 active campaign (the account had 3) and 0 countries (the account had 1); "
         f"`nakodo campaign resume {third}` once the plan has room",
@@ -200,7 +224,7 @@ def test_a_lowered_plan_pauses_the_newest_campaigns_with_a_reason_and_tells_the_
         (second, "paused", paused[second]),
         (third, "paused", paused[third]),
     ]
-    assert store.account(acme).plan == "free"
+    assert store.account(acme).plan == "solo"
     assert store.account_usage(acme).usage == Usage(campaigns=1, areas=1, countries=0)
     assert store.account_usage(acme).paused_for_plan == 2
     assert written(store)["needs_changes"] > noted, "the import sensor looks again"
@@ -215,11 +239,11 @@ def test_a_lowered_plan_pauses_the_newest_campaigns_with_a_reason_and_tells_the_
     assert store.set_account_plan(acme, "pro") == {}, "a plan the account fits pauses nothing"
 
 
-def test_imports_leave_out_the_campaigns_a_plan_paused_and_count_them(store):
+def test_imports_leave_out_the_campaigns_a_plan_paused_and_count_them(store, solo_plan):
     acme = store.add_account("Acme", "starter")
     kept = store.add_campaign("Leeds", spot(53.5, -2), account_id=acme)
     paused = store.add_campaign("Paris", spot(48.5, 2), account_id=acme)
-    store.set_account_plan(acme, "free")
+    store.set_account_plan(acme, "solo")
 
     reservation = store.reserve_missing(NOW, max_runs=10)
 
@@ -233,7 +257,7 @@ def test_imports_leave_out_the_campaigns_a_plan_paused_and_count_them(store):
 
 # Eight processes add campaigns to one account at the same moment: (plan, each process's campaign, how many fit).
 RACES = {
-    "campaigns": ("free", [spot(50 + i, 0) for i in range(8)], 1),
+    "campaigns": ("solo", [spot(50 + i, 0) for i in range(8)], 1),
     # Two 200 km circles on the equator and the 20th parallel: 64 + 72 areas; 3 of them fit in 500.
     "areas": (
         "starter",
@@ -245,7 +269,9 @@ RACES = {
 
 
 @pytest.mark.parametrize("limit", list(RACES))
-def test_eight_processes_adding_to_one_account_never_take_it_past_its_plan(store, database_url, workers, limit):
+def test_eight_processes_adding_to_one_account_never_take_it_past_its_plan(
+    store, database_url, workers, limit, solo_plan
+):
     plan, targetings, fit = RACES[limit]
     acme = store.add_account("Acme", plan)
     args = [
