@@ -591,33 +591,77 @@ def imports() -> None:
 
 
 @imports.command("status")
-def imports_status() -> None:
-    """Per category: pairs fresh, on their way, failed and stale, and the oldest release still loaded."""
+@click.option(
+    "--campaign", "campaign_ids", type=int, multiple=True, help="Where these campaigns stand in line (repeatable)."
+)
+def imports_status(campaign_ids: tuple[int, ...]) -> None:
+    """Per category: pairs fresh, on their way, failed and stale, and the oldest release still loaded; then
+    where campaigns stand in the import queue's fair-share line."""
     now = datetime.now(UTC)
-    statuses = open_configured_store().import_status(now)
+    store = open_configured_store()
+    statuses = store.import_status(now)
     if not statuses:
         click.echo("Nothing imported or asked for yet.")
+    else:
+        rows = [
+            [
+                s.category,
+                s.fresh,
+                s.coming,
+                s.failed,
+                s.stale,
+                f"{s.oldest_release_at:%Y-%m-%d} ({(now - s.oldest_release_at).days} days ago)"
+                if s.oldest_release_at
+                else "-",
+            ]
+            for s in statuses
+        ]
+        click.echo(columns(["category", "fresh", "on their way", "failed", "stale", "oldest loaded"], rows), nl=False)
+        click.echo(
+            f"fresh: loaded less than {FRESH_DAYS} days ago. on their way: asked for less than {IMPORT_HOURS} h ago. "
+            f"failed: asked for longer ago and never loaded, not asked again for {RETRY_DAYS} days "
+            f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, or failed {RETRY_DAYS} days ago "
+            "or more: imported again when a campaign needs it."
+        )
+    _echo_import_line(store, now, list(campaign_ids) or None)
+
+
+# Campaigns listed by `imports status` without --campaign: those still waiting for their first businesses.
+_LINE_LISTED = 20
+_FIRST_PAIR_WORDS = {
+    "fresh": "first businesses loaded",
+    "coming": "first block queued or running",
+    "failed": "first block failed (`nakodo imports retry`)",
+}
+
+
+def _echo_import_line(store: Store, now: datetime, campaign_ids: list[int] | None) -> None:
+    blocks, lines = store.import_line(now, campaign_ids)
+    click.echo(
+        f"\nImport line: {blocks:,} {'block waits' if blocks == 1 else 'blocks wait'} for the queue. Accounts take "
+        "turns, and each campaign's first block (its centre, its first category) goes before older campaigns' other "
+        "blocks and overtakes queued runs (dagster/priority 1); the queue holds about "
+        f"{settings.value('NAKODO_IMPORT_QUEUE_MINUTES')} minutes of work."
+    )
+    if campaign_ids is None:
+        lines = [line for line in lines if line.first_pair != "fresh"]
+    if not lines:
+        click.echo("Every active campaign has its first businesses loaded.")
         return
     rows = [
         [
-            s.category,
-            s.fresh,
-            s.coming,
-            s.failed,
-            s.stale,
-            f"{s.oldest_release_at:%Y-%m-%d} ({(now - s.oldest_release_at).days} days ago)"
-            if s.oldest_release_at
-            else "-",
+            line.campaign_id,
+            line.name,
+            line.account,
+            _FIRST_PAIR_WORDS.get(line.first_pair)
+            or (f"first block {line.place:,} of {blocks:,} in line" if line.place else "first block waits for a tick"),
+            line.blocks_waiting,
         ]
-        for s in statuses
+        for line in lines[: _LINE_LISTED if campaign_ids is None else None]
     ]
-    click.echo(columns(["category", "fresh", "on their way", "failed", "stale", "oldest loaded"], rows), nl=False)
-    click.echo(
-        f"fresh: loaded less than {FRESH_DAYS} days ago. on their way: asked for less than {IMPORT_HOURS} h ago. "
-        f"failed: asked for longer ago and never loaded, not asked again for {RETRY_DAYS} days "
-        f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, or failed {RETRY_DAYS} days ago or "
-        "more: imported again when a campaign needs it."
-    )
+    click.echo(columns(["campaign", "name", "account", "first businesses", "blocks in line"], rows), nl=False)
+    if campaign_ids is None and len(lines) > _LINE_LISTED:
+        click.echo(f"and {len(lines) - _LINE_LISTED:,} more: `nakodo imports status --campaign ID` for one campaign")
 
 
 @imports.command("retry")

@@ -52,6 +52,7 @@ from nakodo_dagster.store.models import (
     AccountUsage,
     Campaign,
     CampaignAccount,
+    CampaignLine,
     Coverage,
     ImportStatus,
     NeededPair,
@@ -476,6 +477,18 @@ class Store(ABC):
         """Per category, how many pairs are fresh, on their way, failed or stale, and the oldest release."""
         rows = self._transact(lambda tx: tx.rows(sql.IMPORT_STATUS, **_rule(now)))
         return [ImportStatus(*row) for row in rows]
+
+    def import_line(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> tuple[int, list[CampaignLine]]:
+        """How many blocks wait in the kept fair-share line, and where each active campaign (or each named)
+        stands in it."""
+        params = {**_rule(now), **_campaign_filter(campaign_ids)}
+
+        def work(tx: Transaction) -> tuple[int, list[tuple]]:
+            [(blocks, _)] = tx.rows(sql.LINE_SUMMARY)
+            return blocks, tx.rows(sql.CAMPAIGN_LINES, **params)
+
+        blocks, rows = self._transact(work)
+        return blocks, [CampaignLine(*row) for row in rows]
 
     # Campaigns
 

@@ -135,6 +135,22 @@ class ImportStatus:
     """When the oldest real release of this category was loaded (marks ignored); None if none was."""
 
 
+@dataclass(frozen=True)
+class CampaignLine:
+    """Where an active campaign stands in the import queue's fair-share line, as the import sensor last lined up
+    the missing blocks."""
+
+    campaign_id: int
+    name: str
+    account: str
+    first_pair: str
+    """Its first pair's state (fresh, coming, failed or missing): its centre's area, its first category."""
+    place: int | None
+    """While the first pair waits for admission: its block's place in the line (1 goes next), else None."""
+    blocks_waiting: int
+    """How many of the campaign's blocks wait in the line."""
+
+
 # The answers of placement.Cutoffs.state, in the order a reader goes through them.
 PAIR_STATES = ("fresh", "coming", "failed", "missing")
 

@@ -157,6 +157,30 @@ ORDER BY 1, 2
 """
 
 LEAVE_LINE = "DELETE FROM import_line WHERE block IN (SELECT block FROM admitted_blocks)"
+
+# Where each active campaign (every one, or those named) stands for its first businesses: its first pair's state by
+# the one rule, and, while that pair waits for admission, its block's place in the kept line; then how many of the
+# campaign's blocks wait in the line.
+CAMPAIGN_LINES = f"""
+WITH placed AS (
+    SELECT block, row_number() OVER (ORDER BY turn, first_block DESC, account_id, block) AS place FROM import_line
+),
+waiting AS (
+    SELECT ca.campaign_id, count(DISTINCT ca.block) AS blocks
+    FROM campaign_areas AS ca JOIN import_line AS line ON line.block = ca.block
+    GROUP BY ca.campaign_id
+)
+SELECT c.id, c.name, a.name, {pair_state("place_imports")}, placed.place, coalesce(waiting.blocks, 0)
+FROM campaigns AS c
+JOIN accounts AS a ON a.id = c.account_id
+JOIN campaign_areas AS ca ON ca.campaign_id = c.id AND ca.area = c.first_area
+JOIN campaign_categories AS cc ON cc.campaign_id = c.id AND cc.rank = 0
+LEFT JOIN place_imports ON place_imports.area = ca.area AND place_imports.category = cc.category
+LEFT JOIN placed ON placed.block = ca.block
+LEFT JOIN waiting ON waiting.campaign_id = c.id
+WHERE c.status = 'active' AND ($everyone OR c.id IN (SELECT unnest($campaign_ids::INTEGER[])))
+ORDER BY c.id
+"""
 LINE_SUMMARY = "SELECT count(*), coalesce(sum(pairs), 0) FROM import_line"
 
 NEEDS_MISSING = "SELECT DISTINCT area, category FROM missing_demand ORDER BY area, category"

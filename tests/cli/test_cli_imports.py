@@ -3,6 +3,8 @@ and the next sync imports it."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from shlex import split
 
@@ -60,3 +62,26 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
     assert "1 import runs (0 failed)" in mended.stdout
     [row] = open_store(database_url).import_rows([area], ["cafe"])
     assert row.release == RELEASE
+
+
+def test_imports_status_says_where_in_line_each_campaign_waits_for_its_first_businesses(nakodo, database_url):
+    nakodo(*split("campaign add --name Leeds --at 53.75,-1.75 --radius-km 2 --category cafe"))
+    nakodo(*split("campaign add --name Tokyo --at 35.75,139.75 --radius-km 2 --category bakery"))
+    nakodo(*split("campaign add --name Madrid --at 40.25,-3.75 --radius-km 2 --category pub"))
+    store = open_store(database_url)
+    # The sensor's tick admits one run; the other two first blocks wait in the line, oldest campaign first.
+    [admitted] = store.reserve_missing(datetime.now(UTC), max_runs=1).runs
+    assert admitted.pairs == (("cell:53.5,-2", "cafe"),)
+
+    shown = nakodo("imports", "status").stdout.splitlines()
+
+    assert shown[shown.index("") + 1].startswith("Import line: 2 blocks wait for the queue. Accounts take turns")
+    table = [re.split(r"\s{2,}", line) for line in shown[-4:]]
+    assert table == [
+        ["campaign", "name", "account", "first businesses", "blocks in line"],
+        ["1", "Leeds", "default", "first block queued or running", "0"],
+        ["2", "Tokyo", "default", "first block 1 of 2 in line", "1"],
+        ["3", "Madrid", "default", "first block 2 of 2 in line", "1"],
+    ]
+    one = nakodo("imports", "status", "--campaign", "3").stdout.splitlines()
+    assert one[-1].startswith("3 ") and "first block 2 of 2 in line" in one[-1]
