@@ -1,7 +1,8 @@
 """``python -m bench``: build a release shaped like Overture's, serve it from S3 on loopback behind a latency, and
 measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); a
 campaign's search over a million loaded places (search); both sensors' ticks at 100 to 10,000 campaigns and the
-search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon (daemon).
+search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon (daemon); a
+new account's wait for its first businesses behind another account's backlog (fleet).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from bench.daemon import measure_daemon
+from bench.fleet import measure_fleet
 from bench.policy import measure_search_pace, measure_ticks
 from bench.proxy import LatencyProxy
 from bench.report import write_results
@@ -115,13 +117,14 @@ def floor_bytes(index_dir: Path, root: str, runs: list[ImportRun]) -> int:
     return total
 
 
-PARTS = ("readers", "search", "policy", "daemon")
+PARTS = ("readers", "search", "policy", "daemon", "fleet")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
     "search": ("search",),
     "policy": ("sensors", "search_runs"),
     "daemon": ("daemon",),
+    "fleet": ("fleet",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
 # Written by an earlier bench (one import tick through the sensor's old API): the sensors section supersedes it.
@@ -220,6 +223,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--daemon-runs", type=int, default=40, help="block runs through the daemon (default 40)")
     parser.add_argument(
+        "--fleet-blocks", type=int, default=11_700, help="the large account's backlog, in blocks (default 11,700)"
+    )
+    parser.add_argument("--fleet-blocks-per-campaign", type=int, default=50, help="its blocks per campaign (50)")
+    parser.add_argument(
+        "--fleet-pace", type=float, default=900, help="block runs an hour when no daemon figure is kept (900)"
+    )
+    parser.add_argument(
         "--postgres", default="postgresql://postgres@127.0.0.1:5432/test", help="admin database for the policy"
     )
     parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.json go")
@@ -228,26 +238,30 @@ def main(argv: list[str] | None = None) -> None:
     work = HERE / "out"
     work.mkdir(exist_ok=True)
     started = time.perf_counter()
-    print(f"release of {args.rows:,} places ...", flush=True)
-    local_root = release(work, args.rows)
+    # The fleet reads no release: it is written only for the parts that do.
+    local_root = None
+    if set(args.only) - {"fleet"}:
+        print(f"release of {args.rows:,} places ...", flush=True)
+        local_root = release(work, args.rows)
     path = args.out / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     for part in (part for part in PARTS if part in args.only):
         measured = measure_part(part, args, work, local_root)
         results = merge(results, part, measured, _parameters(args, part))
-        results["parameters"] |= {
-            "rows": args.rows,
-            "files": 16,
-            "row_groups_per_file": 256,
-            "release_bytes": sum(p.stat().st_size for p in local_root.rglob("*.parquet")),
-        }
+        if local_root:
+            results["parameters"] |= {
+                "rows": args.rows,
+                "files": 16,
+                "row_groups_per_file": 256,
+                "release_bytes": sum(p.stat().st_size for p in local_root.rglob("*.parquet")),
+            }
         results["bench_seconds"] = time.perf_counter() - started
         # After each part: a part that fails later costs only its own figures.
         write_results(results, args.out)
     print(f"done in {time.perf_counter() - started:.0f} s: {args.out / 'results.md'}")
 
 
-def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Path) -> dict:
+def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Path | None) -> dict:
     """The sections of results.json one part measures."""
     if part == "readers":
         return measure_readers(args, work, local_root)
@@ -258,8 +272,14 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
         }
     if part == "policy":
         return measure_policy(args, work, local_root)
-    print(f"{args.daemon_runs} block runs through dagster-daemon ...", flush=True)
-    return {"daemon": measure_daemon(str(local_root), args.daemon_runs)}
+    if part == "daemon":
+        print(f"{args.daemon_runs} block runs through dagster-daemon ...", flush=True)
+        return {"daemon": measure_daemon(str(local_root), args.daemon_runs)}
+    # At the pace the daemon part measured (this run's, or the last one kept in results.json).
+    measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
+    pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)
+    print(f"fleet: a backlog of {args.fleet_blocks:,} blocks, a new account's campaign, at {pace:,} runs an hour ...")
+    return {"fleet": measure_fleet(args.postgres, work, pace, args.fleet_blocks, args.fleet_blocks_per_campaign)}
 
 
 def merge(previous: dict, part: str, measured: dict, parameters: dict) -> dict:
@@ -301,6 +321,7 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
             "search_pace_minutes": args.search_pace_minutes,
         },
         "daemon": {"daemon_runs": args.daemon_runs},
+        "fleet": {"fleet_blocks": args.fleet_blocks, "fleet_blocks_per_campaign": args.fleet_blocks_per_campaign},
     }[part]
 
 
