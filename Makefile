@@ -1,9 +1,11 @@
-# Everything runs from the project's own virtualenv; `make run` and `make test` create it on first use.
+# Everything runs from the project's own virtualenv; `make run` and `make test` create it on first use. Every
+# setting has its default in code (nakodo_dagster/settings.py): the variables below only make them explicit.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # dg runs in the project's own virtualenv: named, so that it does not warn that none is active.
 DG := VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/dg
+PORT ?= 3000
 DATA := $(CURDIR)/data
 
 export NAKODO_DATABASE ?= $(DATA)/nakodo.duckdb
@@ -17,7 +19,8 @@ export DAGSTER_HOME ?= $(DATA)/dagster_home
 $(BIN)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	# compat: a .pth file for the project folder, instead of setuptools' import hook and its warning about it.
+	$(BIN)/python -m pip install --quiet -c requirements.lock --config-settings editable_mode=compat -e '.[dev]'
 	touch $@
 
 # The embedded default's Dagster instance (two imports at a time, telemetry off); a DAGSTER_HOME that already
@@ -26,9 +29,14 @@ $(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
 	ln -sf $(CURDIR)/nakodo_dagster/data/dagster.yaml $@
 
+# workspace.yaml names the code location; `dg dev` takes no workspace file, so Dagster's own `dagster dev` serves
+# it (its "superseded" notice, about that, is the one warning left out). Warnings and errors only: the runs' event
+# stream is in the UI. exec: make hands a SIGTERM to dagster dev, which stops the webserver, the daemon, the code
+# server and the runs it started.
 run: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/nakodo demo
-	$(DG) dev
+	@$(BIN)/nakodo demo
+	@echo "Dagster UI on http://127.0.0.1:$(PORT) (import_sensor, search_sensor: imports two at a time, then searches); Ctrl-C stops everything."
+	@PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' exec $(BIN)/dagster dev -w workspace.yaml -p $(PORT) --log-level warning
 
 test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff check nakodo_dagster tests bench scripts

@@ -20,6 +20,8 @@ defs = dg.Definitions(
     asset_checks=[needed_pairs_fresh_or_coming],
     jobs=[import_places, search_campaigns_job],
     sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
+    # The console gets warnings and errors only: every event is in the UI, and `make run`'s terminal stays readable.
+    loggers={"console": dg.colored_console_logger.configured({"log_level": "WARNING"})},
     resources={
         "store": StoreResource(database=setting("NAKODO_DATABASE")),
         "overture": OvertureResource(
