@@ -13,6 +13,7 @@ from nakodo_dagster.assets.places import (
     replaced_marks_warning,
     run_stamp,
 )
+from nakodo_dagster.jobs import QUIET_CONSOLE
 from nakodo_dagster.placement import ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
@@ -47,6 +48,7 @@ def import_block(
 @dg.job(
     tags={tags.KIND: tags.IMPORT_KIND},
     executor_def=dg.in_process_executor,
+    logger_defs=QUIET_CONSOLE,
     description="Import one block of cells or one country into places.",
 )
 def import_places() -> None:

@@ -8,6 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns
+from nakodo_dagster.jobs import QUIET_CONSOLE
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
@@ -49,6 +50,7 @@ def search_due_campaigns(
 
 @dg.job(
     executor_def=dg.in_process_executor,
+    logger_defs=QUIET_CONSOLE,
     description="Search every campaign that is due, each one materialising its campaign_search partition.",
 )
 def search_campaigns_job() -> None:
