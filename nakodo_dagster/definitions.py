@@ -7,7 +7,6 @@ import dagster as dg
 from nakodo_dagster.assets.campaign_search import campaign_search
 from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
 from nakodo_dagster.assets.places import places
-from nakodo_dagster.jobs import QUIET_CONSOLE
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -21,7 +20,8 @@ defs = dg.Definitions(
     asset_checks=[needed_pairs_fresh_or_coming],
     jobs=[import_places, search_campaigns_job],
     sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
-    loggers=QUIET_CONSOLE,
+    # The console gets warnings and errors only: every event is in the UI, and `make run`'s terminal stays readable.
+    loggers={"console": dg.colored_console_logger.configured({"log_level": "WARNING"})},
     resources={
         "store": StoreResource(database=setting("NAKODO_DATABASE")),
         "overture": OvertureResource(

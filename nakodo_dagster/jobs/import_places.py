@@ -13,7 +13,7 @@ from nakodo_dagster.assets.places import (
     replaced_marks_warning,
     run_stamp,
 )
-from nakodo_dagster.jobs import QUIET_CONSOLE
+from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
 from nakodo_dagster.placement import ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
@@ -48,7 +48,6 @@ def import_block(
 @dg.job(
     tags={tags.KIND: tags.IMPORT_KIND},
     executor_def=dg.in_process_executor,
-    logger_defs=QUIET_CONSOLE,
     description="Import one block of cells or one country into places.",
 )
 def import_places() -> None:
@@ -57,7 +56,7 @@ def import_places() -> None:
 
 def import_run_config(run: ImportRun) -> dg.RunConfig:
     """The run config of ``import_places`` for one import run."""
-    return dg.RunConfig(ops={import_block.name: ImportRunConfig(**run.payload())})
+    return dg.RunConfig(ops={import_block.name: ImportRunConfig(**run.payload())}, loggers=CONSOLE_LOGGER_CONFIG)
 
 
 def import_payload(run_config: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns
-from nakodo_dagster.jobs import QUIET_CONSOLE
+from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
@@ -23,7 +23,7 @@ class SearchBatchConfig(dg.Config):
 def search_run_config(campaign_ids: Sequence[int], reasons: Mapping[int, str] | None = None) -> dg.RunConfig:
     """The run config of ``search_campaigns_job`` for these campaigns."""
     config = SearchBatchConfig(campaign_ids=list(campaign_ids), reasons={str(k): v for k, v in (reasons or {}).items()})
-    return dg.RunConfig(ops={search_due_campaigns.name: config})
+    return dg.RunConfig(ops={search_due_campaigns.name: config}, loggers=CONSOLE_LOGGER_CONFIG)
 
 
 @dg.op
@@ -50,7 +50,6 @@ def search_due_campaigns(
 
 @dg.job(
     executor_def=dg.in_process_executor,
-    logger_defs=QUIET_CONSOLE,
     description="Search every campaign that is due, each one materialising its campaign_search partition.",
 )
 def search_campaigns_job() -> None:
