@@ -403,6 +403,19 @@ class Store(ABC):
         by_state = {state: [pair for pair in pairs if pair.state == state][:listed] for state in PAIR_STATES}
         return Coverage(counts, [pair for state in PAIR_STATES for pair in by_state[state]])
 
+    def coverage_changed_since(self, since: datetime, now: datetime) -> bool:
+        """Whether ``coverage`` may have changed since ``since``: a noted change (a campaign added, changed, paused
+        or resumed, a mark taken back), or a pair asked for, loaded or crossing a freshness boundary."""
+
+        def work(tx: Transaction) -> bool:
+            [(noted,)] = tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)
+            if noted:
+                return True
+            [(moved,)] = tx.rows(sql.PAIRS_MOVED_SINCE, **_rule_since(since, now))
+            return bool(moved)
+
+        return self._transact(work)
+
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
         """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how
         many marks carry each."""

@@ -219,6 +219,20 @@ SELECT count(*) FROM (
 ) AS aged
 """
 
+# A pair asked for, loaded or dated back since $since, or crossing one of the freshness boundaries since then
+# (placement.Cutoffs at $since, the *_then parameters, and at now), through the index on imported_at: whether the
+# needed pairs' states may have moved since the coverage was last counted.
+PAIRS_MOVED_SINCE = """
+SELECT count(*) FROM (
+    SELECT 1 FROM place_imports
+    WHERE imported_at > $since
+       OR (imported_at > $fresh_after_then AND imported_at <= $fresh_after)
+       OR (imported_at > $coming_after_then AND imported_at <= $coming_after)
+       OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
+    LIMIT 1
+) AS moved
+"""
+
 # Keyed on the exact stamp this caller wrote: never another caller's mark, even on the same pair.
 TAKE_BACK = f"""
 DELETE FROM place_imports USING {PAIRS} AS pair

@@ -4,7 +4,7 @@ when it changes."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -15,15 +15,18 @@ from nakodo_dagster.assets.coverage import (
     INLINE_MARKDOWN_CHARS,
     LISTED_PAIRS,
     NEEDED_PAIRS_FRESH_OR_COMING,
+    RECOUNT_MINUTES,
+    CoverageCursor,
     coverage_result,
     needed_pairs_fresh_or_coming,
     places_coverage_sensor,
+    record_coverage,
 )
 from nakodo_dagster.assets.places import PLACES, places
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
-from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting
+from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for
 from nakodo_dagster.resources import OvertureResource
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -99,7 +102,31 @@ def test_the_check_counts_only_needed_pairs_and_links_the_failed_ones(instance, 
         dg.build_sensor_context(instance=instance, resources=resources, cursor=ticked.cursor)
     )
     assert not again.asset_events
-    assert again.skip_reason.skip_message.startswith("Unchanged: 1 of 5 pairs campaigns need are fresh")
+    # The import landed within the last count's overlap: counted again once RECOUNT_MINUTES have passed.
+    assert again.skip_reason.skip_message.startswith("Pairs changed since the last count (as counted at ")
+
+
+def test_a_count_follows_a_change_at_most_every_few_minutes_and_costs_nothing_without_one(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Paris", PARIS)
+    start = datetime.now(UTC)
+
+    first = record_coverage(store, None, start + timedelta(minutes=2))
+    (evaluation,) = first.asset_events
+    assert evaluation.metadata["stale_or_missing"].value == 1
+
+    # Nothing changed since the count: no count, whatever the time.
+    quiet = record_coverage(store, first.cursor, start + timedelta(hours=1))
+    assert not quiet.asset_events and quiet.skip_reason.skip_message.startswith("Unchanged since the last count")
+
+    # A change after a count: counted again only once RECOUNT_MINUTES have passed since it.
+    counted = CoverageCursor(CoverageCursor.loads(first.cursor).fingerprint, datetime.now(UTC)).dumps()
+    store.add_campaign("Leeds", LEEDS)
+    soon = record_coverage(store, counted, datetime.now(UTC) + timedelta(minutes=RECOUNT_MINUTES - 2))
+    assert not soon.asset_events and "counted again at" in soon.skip_reason.skip_message
+    later = datetime.now(UTC) + timedelta(minutes=RECOUNT_MINUTES + 2)
+    (recounted,) = record_coverage(store, counted, later).asset_events
+    assert recounted.metadata["stale_or_missing"].value == 1 + len(areas_for(LEEDS)) * len(LEEDS.categories)
 
 
 def test_the_check_passes_once_every_needed_pair_is_fresh_and_runs_beside_a_partition_by_hand(instance, resources):
