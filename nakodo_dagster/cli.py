@@ -646,7 +646,7 @@ def _echo_import_line(store: Store, now: datetime, campaign_ids: list[int] | Non
     if campaign_ids is None:
         lines = [line for line in lines if line.first_pair != "fresh"]
     if not lines:
-        click.echo("Every active campaign has its first businesses loaded.")
+        click.echo("No active campaign waits for its first businesses.")
         return
     rows = [
         [

@@ -111,7 +111,10 @@ def test_imports_status_counts_each_state_per_category(store):
 
 
 def test_nothing_imported_yet(store):
-    assert invoke("imports", "status").output == "Nothing imported or asked for yet.\n"
+    lines = invoke("imports", "status").output.splitlines()
+    assert lines[0] == "Nothing imported or asked for yet."
+    assert lines[2].startswith("Import line: 0 blocks wait for the queue.")
+    assert lines[3] == "No active campaign waits for its first businesses."
 
 
 def test_retry_forgets_only_a_failed_import(store):
