@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from importlib.resources import files
 
 import dagster as dg
 import psycopg2
@@ -100,3 +101,14 @@ def s3_server() -> Iterator[str]:
 def resources(database_url: str, release_root: str) -> dict:
     """The code location's resources on a fresh store (both backends) and the sample release."""
     return {"store": StoreResource(database=database_url), "overture": OvertureResource(root=release_root)}
+
+
+@pytest.fixture
+def solo_plan(tmp_path, monkeypatch) -> str:
+    """The shipped plans and a small paid one, ``solo`` (1 campaign, 25 areas, no country), named by NAKODO_PLANS:
+    the free plan holds no campaign, so the limits' arithmetic is tried on this one. Returns the plan's name."""
+    plans = tmp_path / "plans_with_solo.toml"
+    shipped = files("nakodo_dagster").joinpath("data", "plans.toml").read_text("utf-8")
+    plans.write_text(shipped + "\n[solo]\ncampaigns = 1\nareas = 25\ncountries = 0\n", encoding="utf-8")
+    monkeypatch.setenv("NAKODO_PLANS", str(plans))
+    return "solo"

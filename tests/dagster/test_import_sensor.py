@@ -192,13 +192,13 @@ def test_a_tick_after_a_look_with_nothing_changed_does_not_look_again(instance, 
 
 
 def test_campaigns_a_lowered_plan_paused_are_not_imported_for_and_the_tick_says_so(
-    instance, resources, resources_off, capsys
+    instance, resources, resources_off, capsys, solo_plan
 ):
     store = resources["store"].store
     acme = store.add_account("Acme", "starter")
     store.add_campaign("Leeds", Targeting((PointLocation(53.75, -1.75, 2),), ("cafe",)), account_id=acme)
     paris = store.add_campaign("Paris", Targeting((PointLocation(48.75, 2.25, 2),), ("cafe",)), account_id=acme)
-    assert list(store.set_account_plan(acme, "free")) == [paris]
+    assert list(store.set_account_plan(acme, solo_plan)) == [paris]
     left_out = "1 campaign paused by its account's plan is left out (`nakodo campaign list` says why)."
 
     first = tick(instance, resources)

@@ -144,13 +144,13 @@ def test_the_batch_run_materialises_each_campaign_partition(instance, resources)
     assert search_tick(instance, resources).run_requests == [], "searched, and nothing new since"
 
 
-def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, resources):
+def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, resources, solo_plan):
     store = resources["store"].store
     mine = store.add_campaign("Leeds", LEEDS)
     acme = store.add_account("Acme", "starter")
     kept = store.add_campaign("Acme Leeds", LEEDS, account_id=acme)
     paused = store.add_campaign("Acme Swiss", SWISS, account_id=acme)
-    reasons = store.set_account_plan(acme, "free")
+    reasons = store.set_account_plan(acme, solo_plan)
     instance.add_dynamic_partitions("campaign", [str(mine), str(kept), str(paused)])
 
     # An analyst may still search the paused campaign by hand: its materialisation says why it is paused.
@@ -164,6 +164,6 @@ def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, r
     }
     assert shown == {
         mine: {"account": "default (id 1)", "plan": "unlimited", "status": "active"},
-        kept: {"account": f"Acme (id {acme})", "plan": "free", "status": "active"},
-        paused: {"account": f"Acme (id {acme})", "plan": "free", "status": f"paused: {reasons[paused]}"},
+        kept: {"account": f"Acme (id {acme})", "plan": "solo", "status": "active"},
+        paused: {"account": f"Acme (id {acme})", "plan": "solo", "status": f"paused: {reasons[paused]}"},
     }

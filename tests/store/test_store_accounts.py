@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from importlib.resources import files
 
 import pytest
 from store_helpers import NOW, query
@@ -32,15 +31,6 @@ def written(store: Store) -> dict[str, int]:
     tables = ("campaigns", "campaign_areas", "campaign_categories")
     counts = {table: query(store, f"SELECT count(*) FROM {table}")[0][0] for table in tables}
     return {**counts, "needs_changes": query(store, "SELECT max(changed_at) FROM needs_changes")[0][0]}
-
-
-@pytest.fixture
-def solo_plan(tmp_path, monkeypatch) -> None:
-    """The shipped plans and a small paid one, solo (1 campaign, 25 areas, no country), for the limits' arithmetic."""
-    plans = tmp_path / "plans.toml"
-    shipped = files("nakodo_dagster").joinpath("data", "plans.toml").read_text("utf-8")
-    plans.write_text(shipped + "\n[solo]\ncampaigns = 1\nareas = 25\ncountries = 0\n", encoding="utf-8")
-    monkeypatch.setenv("NAKODO_PLANS", str(plans))
 
 
 def test_a_free_account_holds_no_campaign_and_its_refusal_names_the_plans_that_do(store):
