@@ -530,7 +530,7 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
         os.environ["NAKODO_DATABASE"] = database_url()
         with (
             dg.DagsterInstance.get() as instance,
-            dg.build_resources(defs.resources, instance=instance) as resources,
+            dg.build_resources(configured_resources(), instance=instance) as resources,
             tqdm(file=terminal, unit=" steps", bar_format="{desc}{postfix} [{elapsed}]") as bar,
         ):
             report = headless_sync(

@@ -9,28 +9,17 @@ from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_
 from nakodo_dagster.assets.places import places
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
-from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.resources import configured_resources
 from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import search_sensor
-from nakodo_dagster.settings import setting
 
 defs = dg.Definitions(
     assets=[places, campaign_search],
     asset_checks=[needed_pairs_fresh_or_coming],
     jobs=[import_places, search_campaigns_job],
     sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
-    # The console gets warnings and errors only: every event is in the UI, and `make run`'s terminal stays readable.
-    loggers={"console": dg.colored_console_logger.configured({"log_level": "WARNING"})},
-    resources={
-        "store": StoreResource(database=setting("NAKODO_DATABASE")),
-        "overture": OvertureResource(
-            root=setting("NAKODO_OVERTURE_ROOT"),
-            release=setting("NAKODO_OVERTURE_RELEASE"),
-            index=setting("NAKODO_OVERTURE_INDEX"),
-            queue_minutes=setting("NAKODO_IMPORT_QUEUE_MINUTES"),
-        ),
-    },
+    resources=configured_resources(),
 )
 
 # Dagster 1.13 copies every sensor that targets a job when it binds the resources, and hands the copy the
