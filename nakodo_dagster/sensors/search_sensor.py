@@ -12,6 +12,7 @@ from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store.base import COMMIT_OVERLAP
 from nakodo_dagster.store.models import SearchProgress
+from nakodo_dagster.words import plural
 
 FIRST_OF_THE_DAY = "first search of the day"
 # A search asked for and not yet begun is left alone this long before it is asked for again: longer than a batch
@@ -39,7 +40,9 @@ def due_reason(progress: SearchProgress, imports_on: bool, now: datetime) -> str
 
 def _summary(reasons: dict[int, str]) -> str:
     kinds = Counter("imports on their way" if "on their way" in why else why for why in reasons.values())
-    return f"{len(reasons)} campaigns: " + ", ".join(f"{kind} ({count})" for kind, count in sorted(kinds.items()))
+    return f"{plural(len(reasons), 'campaign')}: " + ", ".join(
+        f"{kind} ({count})" for kind, count in sorted(kinds.items())
+    )
 
 
 @dg.sensor(
