@@ -85,7 +85,7 @@ def replaced_marks_warning(outcome: ImportOutcome) -> str | None:
         return None
     pairs = ", ".join(f"{category} in {area}" for area, category in sorted(outcome.replaced_marks))
     return (
-        f"Replaced {len(outcome.replaced_marks)} pairs whose mark was another import's, still on its way ({pairs}): "
+        f"Replaced {plural(len(outcome.replaced_marks), 'pair')} another import was still on its way for ({pairs}): "
         "this run read the same release, so its places stand; that import will write them again when it finishes."
     )
 

@@ -71,7 +71,7 @@ def search_sensor(
     if not reasons:
         return dg.SensorResult(
             dynamic_partitions_requests=partitions,
-            skip_reason=f"None of {len(campaigns):,} campaigns is due ({recounted:,} recounted).",
+            skip_reason=f"None of {plural(len(campaigns), 'campaign')} is due ({recounted:,} recounted).",
             cursor=cursor,
         )
     store.store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)
