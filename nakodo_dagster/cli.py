@@ -53,6 +53,7 @@ from nakodo_dagster.store import (
     check_campaign_name,
     open_store,
 )
+from nakodo_dagster.words import plural
 
 DEMO_CAMPAIGNS = (
     ("Leeds cafes and pubs", Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))),
@@ -514,9 +515,9 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
         # Dagster takes seconds to import: only this command pays for it.
         import dagster as dg
 
-        from nakodo_dagster.definitions import defs
         from nakodo_dagster.headless import SyncReport
         from nakodo_dagster.headless import sync as headless_sync
+        from nakodo_dagster.resources import configured_resources
 
         def on_step(message: str, report: SyncReport) -> None:
             bar.set_description_str(message, refresh=False)
@@ -623,7 +624,34 @@ def imports_status(campaign_ids: tuple[int, ...]) -> None:
             f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, or failed {RETRY_DAYS} days ago "
             "or more: imported again when a campaign needs it."
         )
+        _echo_failed_pairs(store, now)
     _echo_import_line(store, now, list(campaign_ids) or None)
+
+
+# Failed pairs listed by `imports status`, oldest first.
+_FAILED_LISTED = 20
+
+
+def _echo_failed_pairs(store: Store, now: datetime) -> None:
+    """The failed pairs campaigns need, each with when the import sensor asks for it again and how to retry now."""
+    coverage = store.coverage(now, _FAILED_LISTED)
+    failed = [pair for pair in coverage.listed if pair.state == "failed"]
+    if not failed:
+        return
+    click.echo(f"\nFailed imports campaigns need ({plural(coverage.counts['failed'], 'pair')}):")
+    rows = [
+        [
+            pair.category,
+            pair.area,
+            f"{pair.imported_at + timedelta(days=RETRY_DAYS):%Y-%m-%d %H:%M} UTC",
+            f"nakodo imports retry {pair.area} {pair.category}",
+        ]
+        for pair in failed
+        if pair.imported_at is not None
+    ]
+    click.echo(columns(["category", "area", "asked again from", "to retry now"], rows), nl=False)
+    if coverage.counts["failed"] > len(failed):
+        click.echo(f"and {coverage.counts['failed'] - len(failed):,} more (the coverage check in Dagster lists them)")
 
 
 # Campaigns listed by `imports status` without --campaign: those still waiting for their first businesses.

@@ -17,6 +17,7 @@ from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_job_pairs, report_failed_partitions
 from nakodo_dagster.sensors.import_sensor import request_import_runs
+from nakodo_dagster.words import plural
 
 log = logging.getLogger("nakodo_dagster")
 
@@ -96,7 +97,7 @@ def sync(
             report.searches += 1
             report.businesses_added += materialization.metadata["businesses_added"].value
             report.pending += materialization.metadata["pending_areas"].value
-        on_step(f"{report.pending} areas pending", report)
+        on_step(f"{plural(report.pending, 'area')} pending", report)
         if report.pending == 0 or overture.off_reason or time.monotonic() > deadline:
             return report
         if not requests:

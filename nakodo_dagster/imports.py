@@ -10,6 +10,7 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nakodo_dagster.overture.faults import read_with_retries
 from nakodo_dagster.overture.reader import ReadResult, longitude_ranges
 from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
 from nakodo_dagster.resources.overture import OvertureResource
@@ -43,9 +44,10 @@ def execute_import(
     run: ImportRun, store: Store, overture: OvertureResource, release: str, stamp: datetime | None
 ) -> ImportOutcome:
     """Read the run's box (no store lock held meanwhile), then write its pairs in one short transaction, dated
-    when it commits; ``stamp`` is the run's own marks' (None: it holds none)."""
+    when it commits; ``stamp`` is the run's own marks' (None: it holds none). A transient fault of the read is
+    tried again with backoff; ReadFailed says what failed for good."""
     started = time.perf_counter()
-    read = overture.read(run, release)
+    read = read_with_retries(lambda: overture.read(run, release))
     written = store.write_import(run, release, read.table, stamp=stamp)
     seconds = time.perf_counter() - started
     return ImportOutcome(run, release, pair_reports(run, read.table), read, seconds, written.replaced_marks)

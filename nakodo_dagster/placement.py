@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from nakodo_dagster.countries import country_bbox
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.words import plural
 
 RADII_KM = (2, 5, 10, 25, 50, 100, 200)
 CELL_DEGREES = 0.5
@@ -482,5 +483,5 @@ def search_due(
         return "new places landed since the last search"
     waiting = pending > 0 and now - window_start < timedelta(hours=IMPORT_WAIT_HOURS)
     if waiting and now - last_search >= timedelta(minutes=SEARCH_AGAIN_MINUTES):
-        return f"{pending} areas still on their way"
+        return f"{plural(pending, 'area')} still on their way"
     return None

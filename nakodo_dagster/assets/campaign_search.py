@@ -14,10 +14,11 @@ import dagster as dg
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
-from nakodo_dagster.placement import REQUESTED, Area, Needs, areas_for, import_needs
+from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, CampaignAccount, Store
 from nakodo_dagster.store.models import SearchProgress
+from nakodo_dagster.words import plural
 
 CAMPAIGN_SEARCH = dg.AssetKey("campaign_search")
 # The nearest businesses a map draws: beyond this the dots are a blot, and reading them all back cost seconds.
@@ -103,8 +104,14 @@ def search_campaigns(
         standing = standings[campaign.campaign_id]
         if off_reason and campaign.not_loaded:
             log.warning(
-                f"{campaign.name}: {campaign.not_loaded} areas of business listings not loaded: {off_reason}; "
-                "searched what is already loaded."
+                f"{campaign.name}: business listings of {plural(campaign.not_loaded, 'area')} not loaded: "
+                f"{off_reason}; searched what is already loaded."
+            )
+        if campaign.failed:
+            log.warning(
+                f"{campaign.name}: the import of {plural(campaign.failed, 'area')} failed; they are drawn red on the "
+                f"map and asked for again after {RETRY_DAYS} days (`nakodo imports status` lists them and how to retry "
+                "now). This campaign is searched again when they land."
             )
         map_shown = always_map or campaign.campaign_id in changed
         yield (
@@ -118,6 +125,7 @@ def search_campaigns(
                 "businesses_total": total,
                 "pending_areas": campaign.pending(imports_on=off_reason is None),
                 "areas_not_loaded": campaign.not_loaded,
+                "areas_failed": campaign.failed,
                 "areas": campaign.areas,
                 "arrived_at": dg.MetadataValue.timestamp(campaign.arrived_at)
                 if campaign.arrived_at
@@ -143,7 +151,7 @@ def campaign_search(
         store.store, overture.off_reason, [int(context.partition_key)], context.log, always_map=True
     )
     context.log.info(
-        f"Added {metadata['businesses_added']} businesses ({metadata['businesses_total']} in all); "
-        f"{metadata['pending_areas']} areas still on their way"
+        f"Added {plural(metadata['businesses_added'], 'business', 'businesses')} "
+        f"({metadata['businesses_total']:,} in all); {plural(metadata['pending_areas'], 'area')} still on their way"
     )
     return dg.MaterializeResult(metadata=metadata)

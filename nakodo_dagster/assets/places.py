@@ -8,10 +8,12 @@ import dagster as dg
 
 from nakodo_dagster import tags
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
+from nakodo_dagster.overture.faults import ReadFailed, classify
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
-from nakodo_dagster.placement import REQUESTED, ImportRun, check_categories, import_runs, parse_area_key
+from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun, check_categories, import_runs, parse_area_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Store
+from nakodo_dagster.words import plural
 
 PLACES = dg.AssetKey("places")
 # Every import run, whoever launched it (sensor, UI, CLI), takes a slot of this pool; dagster.yaml sets two.
@@ -83,7 +85,7 @@ def replaced_marks_warning(outcome: ImportOutcome) -> str | None:
         return None
     pairs = ", ".join(f"{category} in {area}" for area, category in sorted(outcome.replaced_marks))
     return (
-        f"Replaced {len(outcome.replaced_marks)} pairs whose mark was another import's, still on its way ({pairs}): "
+        f"Replaced {plural(len(outcome.replaced_marks), 'pair')} another import was still on its way for ({pairs}): "
         "this run read the same release, so its places stand; that import will write them again when it finishes."
     )
 
@@ -129,10 +131,37 @@ def import_or_release_marks(
         if stamp is not None:
             store.take_back(run.pairs, stamp)
         raise
-    except Exception:
+    except Exception as exc:
         if stamp is not None:
             store.mark_failed(run.pairs, stamp, datetime.now(UTC))
-        raise
+        raise import_failure(run, release, exc) from exc
+
+
+def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.Failure:
+    """The step's failure: its first line says what failed, naming the release and the file; then what happens
+    next; the failed pairs and the file as metadata."""
+    fault = error.fault if isinstance(error, ReadFailed) else classify(error)
+    pairs = sorted(run.pairs)
+    first = pairs[0]
+    where = f"Overture release {release}" if release else "The Overture release could not be found"
+    retry = f"nakodo imports retry {first[0]} {first[1]}"
+    description = (
+        f"{where}: {fault.what}\n"
+        f"{plural(len(pairs), 'pair')} of this import now read as failed; the import sensor asks for them again on "
+        f"its own after {RETRY_DAYS} days. To retry now: `{retry}`"
+        + (f" (and the same for the {plural(len(pairs) - 1, 'other pair')})" if len(pairs) > 1 else "")
+        + "."
+    )
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "failed_pairs": dg.MetadataValue.md("\n".join(f"- {category} in {area}" for area, category in pairs)),
+        "release": release or "",
+        "fault": fault.kind,
+        "attempts": fault.attempts,
+        "error": f"{type(fault.error).__name__}: {fault.error}"[:2000],
+    }
+    if fault.file:
+        metadata["file"] = fault.file
+    return dg.Failure(description=description, metadata=metadata, allow_retries=False)
 
 
 def run_stamp(run: dg.DagsterRun) -> datetime | None:

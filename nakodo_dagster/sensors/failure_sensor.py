@@ -23,6 +23,7 @@ from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, ImportRun
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
+from nakodo_dagster.words import plural
 
 
 @dataclass(frozen=True)
@@ -98,15 +99,22 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     if marks is not None:
         marked = store.store.mark_failed(marks.pairs, marks.stamp, now)
         context.log.info(
-            f"Run {run.run_id} failed: {marked} of its {len(marks.pairs)} marks now read as failed "
-            "(the rest were already dated back by the run, or replaced by a newer import)."
+            f"Run {run.run_id} failed: {plural(marked, 'area and category', 'areas and categories')} of its "
+            f"{len(marks.pairs)} now count as failed; campaigns stop waiting for them. "
+            + (
+                "The rest had already been counted as failed by the run itself, or loaded by a newer import."
+                if marked < len(marks.pairs)
+                else ""
+            )
         )
     # A run of the places asset was planned partition by partition when it was created; an import_places run
     # was not, so its pairs are reported here, whether or not it held marks (a launchpad run holds none).
     pairs = import_job_pairs(run)
     if pairs is not None:
         shown = report_failed_partitions(context.instance, run, pairs, store.store)
-        context.log.info(f"Run {run.run_id} failed: {shown} of its {len(pairs)} pairs shown as failed partitions.")
+        context.log.info(
+            f"Run {run.run_id} failed: {plural(shown, 'partition')} of places shown as failed, of its {len(pairs)}."
+        )
     elif marks is None:
         return dg.SkipReason(f"Run {run.run_id} holds no import marks.")
     return None
@@ -124,7 +132,8 @@ def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResourc
         return dg.SkipReason(f"Run {context.dagster_run.run_id} holds no import marks.")
     taken = store.store.take_back(marks.pairs, marks.stamp)
     context.log.info(
-        f"Run {context.dagster_run.run_id} was cancelled: took back {taken} of its {len(marks.pairs)} marks "
-        "(the rest were already taken back by the run, or replaced by a newer import)."
+        f"Run {context.dagster_run.run_id} was cancelled: {plural(taken, 'area and category', 'areas and categories')}"
+        f" of its {len(marks.pairs)} are free to be imported again at the next tick"
+        + ("." if taken == len(marks.pairs) else "; the others were freed by the run itself or loaded since.")
     )
     return None

@@ -26,6 +26,7 @@ from nakodo_dagster.placement import (
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Reservation, Store
 from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.words import plural
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again at once.
 SAME_WORK_HOURS = 2
@@ -162,7 +163,10 @@ def take_back_unlaunched(
         else:
             taken += store.take_back(pairs, stamp)
     if taken:
-        log.warning(f"Took back {taken} marks whose import run was never launched; they are asked for again.")
+        log.warning(
+            f"{plural(taken, 'import')} could not be launched; {'its area is' if taken == 1 else 'their areas are'} "
+            "asked for again at the next tick."
+        )
     return still_confirmed
 
 
@@ -269,7 +273,8 @@ def request_import_runs(
     clock.lap("reserve")
     if not reservation.missing_runs:
         return skip(
-            f"Nothing missing; {reservation.coming_pairs:,} pairs have an import on its way.{_left_out(reservation)}"
+            f"Nothing missing; imports are on their way for {plural(reservation.coming_pairs, 'pair')}."
+            f"{_left_out(reservation)}"
         )
     try:
         # A release that cannot be found fails the tick and takes its marks back, not every run for 7 days.

@@ -12,6 +12,7 @@ from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store.base import COMMIT_OVERLAP
 from nakodo_dagster.store.models import SearchProgress
+from nakodo_dagster.words import plural
 
 FIRST_OF_THE_DAY = "first search of the day"
 # A search asked for and not yet begun is left alone this long before it is asked for again: longer than a batch
@@ -39,7 +40,9 @@ def due_reason(progress: SearchProgress, imports_on: bool, now: datetime) -> str
 
 def _summary(reasons: dict[int, str]) -> str:
     kinds = Counter("imports on their way" if "on their way" in why else why for why in reasons.values())
-    return f"{len(reasons)} campaigns: " + ", ".join(f"{kind} ({count})" for kind, count in sorted(kinds.items()))
+    return f"{plural(len(reasons), 'campaign')}: " + ", ".join(
+        f"{kind} ({count})" for kind, count in sorted(kinds.items())
+    )
 
 
 @dg.sensor(
@@ -68,7 +71,7 @@ def search_sensor(
     if not reasons:
         return dg.SensorResult(
             dynamic_partitions_requests=partitions,
-            skip_reason=f"None of {len(campaigns):,} campaigns is due ({recounted:,} recounted).",
+            skip_reason=f"None of {plural(len(campaigns), 'campaign')} is due ({recounted:,} recounted).",
             cursor=cursor,
         )
     store.store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)

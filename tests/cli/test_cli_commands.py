@@ -17,6 +17,7 @@ from nakodo_dagster.placement import (
     FRESH_DAYS,
     IMPORT_HOURS,
     REQUESTED,
+    RETRY_DAYS,
     CountryLocation,
     ImportRun,
     PointLocation,
@@ -108,6 +109,26 @@ def test_imports_status_counts_each_state_per_category(store):
     assert lines[1].split() == ["cafe", "2", "1", "0", "1", oldest, f"({FRESH_DAYS + 3}", "days", "ago)"]
     assert lines[2].split() == ["pub", "0", "0", "1", "0", "-"]
     assert "nakodo imports retry" in lines[3]
+
+
+def test_imports_status_lists_failed_pairs_with_when_they_are_asked_again_and_how_to_retry(store):
+    now = datetime.now(UTC)
+    store.add_campaign("Leeds", LEEDS)
+    asked = now - timedelta(hours=IMPORT_HOURS + 1)
+    store.force_request([(CELL, "pub")], asked)
+    output = invoke("imports", "status").output
+    assert "Failed imports campaigns need (1 pair):" in output
+    (row,) = [line for line in output.splitlines() if line.startswith("pub ") and "retry" in line]
+    assert row.split()[1:] == [
+        CELL,
+        *f"{asked + timedelta(days=RETRY_DAYS):%Y-%m-%d %H:%M}".split(),
+        "UTC",
+        "nakodo",
+        "imports",
+        "retry",
+        CELL,
+        "pub",
+    ]
 
 
 def test_nothing_imported_yet(store):

@@ -69,7 +69,7 @@ def test_the_next_tick_waits_instead_of_asking_again(instance, resources):
 
     assert not second.run_requests
     pairs = len(areas_for(LEEDS)) * len(LEEDS.categories)
-    assert f"{pairs} pairs have an import on its way" in second.skip_reason.skip_message
+    assert f"imports are on their way for {pairs} pairs" in second.skip_reason.skip_message
 
 
 def test_imports_off_writes_no_mark_and_says_why(instance, resources_off):
@@ -210,5 +210,5 @@ def test_campaigns_a_lowered_plan_paused_are_not_imported_for_and_the_tick_says_
     # A tick that asks for runs says so in its log, the tick's own in the UI.
     assert f"Asked for 1 of 1 import runs of release 2026-11-18.0. {left_out}" in capsys.readouterr().err
     # Looking again (no cursor): nothing missing, and still the campaign left out, imports on or off.
-    assert f"1 pairs have an import on its way. {left_out}" in tick(instance, resources).skip_reason.skip_message
+    assert f"imports are on their way for 1 pair. {left_out}" in tick(instance, resources).skip_reason.skip_message
     assert left_out in tick(instance, resources_off).skip_reason.skip_message

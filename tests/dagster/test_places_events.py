@@ -133,7 +133,7 @@ def test_a_run_that_writes_a_pair_an_analyst_marked_meanwhile_says_so(instance, 
     records = instance.get_records_for_run(result.run_id, limit=None).records
     warnings = [r.event_log_entry.user_message for r in records if r.event_log_entry.level == logging.WARNING]
     assert any(
-        "Replaced 1 pairs whose mark was another import's" in w and "cafe in cell:53.5,-2" in w for w in warnings
+        "Replaced 1 pair another import was still on its way for" in w and "cafe in cell:53.5,-2" in w for w in warnings
     )
     (materialisation,) = result.asset_materializations_for_node("import_block")
     assert "still on its way" in materialisation.metadata["replaced_mark"].value

@@ -92,7 +92,21 @@ def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_l
     # Each failed partition leads to the failed run (its planned event's), whose step failure says what went wrong.
     assert _planned(instance, failed.run_id) == sorted(leeds_pairs)
     (step_failure,) = instance.get_records_for_run(failed.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
-    assert "is not a Parquet file" in step_failure.event_log_entry.dagster_event.step_failure_data.error.to_string()
+    failure = step_failure.event_log_entry.dagster_event.step_failure_data
+    headline, next_step = failure.error.message.strip().splitlines()[:2]
+    assert headline.endswith(
+        f"Overture release {RELEASE}: file part-00000.zstd.parquet is unreadable (truncated or not Parquet)"
+    )
+    first_area, first_category = sorted(import_payload(leeds.run_config)["pairs"])[0]
+    assert f"`nakodo imports retry {first_area} {first_category}`" in next_step
+    assert failure.user_failure_data.metadata["file"].value == "part-00000.zstd.parquet"
+    assert failure.user_failure_data.metadata["attempts"].value == 1, "an unreadable file is not tried again"
+    assert "is not a Parquet file" in failure.error.to_string()
+    logged = " ".join(
+        str(record.event_log_entry.message) + str(record.event_log_entry.user_message)
+        for record in instance.get_records_for_run(failed.run_id, limit=None).records
+    )
+    assert "event loop" not in logged
     # The failure costs one event per pair; a successful import nothing beyond its own two per pair.
     assert _planned(instance, paris_run.run_id) == []
 

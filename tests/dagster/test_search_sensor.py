@@ -77,7 +77,7 @@ def test_search_comes_back_every_two_minutes_while_imports_are_on_their_way(inst
 
     assert soon.run_requests == []
     assert batched(later) == [leeds]
-    assert later.run_requests[0].tags["nakodo/why"] == "1 campaigns: imports on their way (1)"
+    assert later.run_requests[0].tags["nakodo/why"] == "1 campaign: imports on their way (1)"
 
 
 def test_search_stops_waiting_after_six_hours(instance, resources):
@@ -107,7 +107,7 @@ def test_places_landing_after_a_search_bring_it_back(instance, resources):
 
     result = search_tick(instance, resources)
     assert batched(result) == [leeds]
-    assert result.run_requests[0].tags["nakodo/why"] == "1 campaigns: new places landed since the last search (1)"
+    assert result.run_requests[0].tags["nakodo/why"] == "1 campaign: new places landed since the last search (1)"
 
 
 def test_with_imports_off_nothing_is_pending(instance, resources_off):

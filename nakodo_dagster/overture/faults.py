@@ -1,0 +1,123 @@
+"""What went wrong in a read of a release, in words: a transient fault is worth another try within the run, a
+permanent one (a file that is not Parquet, a schema the reader does not know) is not."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow as pa
+
+T = TypeVar("T")
+
+READ_ATTEMPTS = 4
+"""Tries of one read before its pairs are marked failed: the seeds mark a pair failed only for a reason the task's
+own retries could not fix."""
+FIRST_BACKOFF_SECONDS = 1.0
+
+_TRANSIENT_WORDS = (
+    "timed out",
+    "timeout",
+    "connection reset",
+    "connection refused",
+    "connection aborted",
+    "broken pipe",
+    "slowdown",
+    "slow down",
+    "throttl",
+    "too many requests",
+    "service unavailable",
+    "internal server error",
+    "bad gateway",
+    "gateway timeout",
+)
+_SERVER_STATUS = re.compile(r"\b(429|5\d\d)\b")
+_PARQUET_FILE = re.compile(r"([\w.=-]+\.parquet)\b")
+_UNREADABLE_WORDS = ("thrift", "parquet magic", "not a parquet file", "footer", "corrupt", "invalid parquet")
+
+
+@dataclass(frozen=True)
+class ReadFault:
+    """A read that failed: its kind in words (``unreadable``, ``schema``, ``transient``, ``other``), the file it
+    names if any, and how many tries it took."""
+
+    kind: str
+    file: str | None
+    attempts: int
+    error: BaseException
+
+    @property
+    def what(self) -> str:
+        """What failed, in plain words, for a failure's first line."""
+        file = f"file {self.file}" if self.file else "a file"
+        if self.kind == "unreadable":
+            return f"{file} is unreadable (truncated or not Parquet)"
+        if self.kind == "schema":
+            return f"{file} has columns the reader does not know ({_first_line(self.error)})"
+        if self.kind == "transient":
+            return f"{file} could not be fetched after {self.attempts} tries ({_first_line(self.error)})"
+        return f"reading {file} failed: {_first_line(self.error)}"
+
+
+def classify(error: BaseException, attempts: int = 1) -> ReadFault:
+    """The fault an exception of a read stands for (its whole chain of causes is read)."""
+    chain = list(_chain(error))
+    text = " ".join(f"{type(e).__name__} {e}" for e in chain).lower()
+    file = next((m.group(1) for e in chain if (m := _PARQUET_FILE.search(str(e)))), None)
+    if any(word in text for word in _UNREADABLE_WORDS) or any(isinstance(e, pa.ArrowInvalid) for e in chain):
+        kind = "unreadable"
+    elif any(isinstance(e, (KeyError, pa.ArrowTypeError)) for e in chain) or "schema" in text:
+        kind = "schema"
+    elif (
+        any(isinstance(e, (TimeoutError, ConnectionError)) for e in chain)
+        or any(word in text for word in _TRANSIENT_WORDS)
+        or _SERVER_STATUS.search(text)
+    ):
+        kind = "transient"
+    else:
+        kind = "other"
+    return ReadFault(kind, file, attempts, error)
+
+
+class ReadFailed(Exception):
+    """A read of a release that failed for good: transient faults were tried ``READ_ATTEMPTS`` times."""
+
+    def __init__(self, fault: ReadFault) -> None:
+        super().__init__(fault.what)
+        self.fault = fault
+
+
+def read_with_retries(
+    read: Callable[[], T],
+    attempts: int = READ_ATTEMPTS,
+    first_backoff: float = FIRST_BACKOFF_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``read()``, tried again with a doubling pause on a transient fault; raises ReadFailed at once on any other
+    fault, or once the tries are used up."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return read()
+        except Exception as exc:
+            fault = classify(exc, attempt)
+            if fault.kind != "transient" or attempt == attempts:
+                raise ReadFailed(fault) from exc
+            sleep(first_backoff * 2 ** (attempt - 1))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _chain(error: BaseException):
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
