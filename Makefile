@@ -19,8 +19,9 @@ export DAGSTER_HOME ?= $(DATA)/dagster_home
 $(BIN)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# compat: a .pth file for the project folder, instead of setuptools' import hook and its warning about it.
-	$(BIN)/python -m pip install --quiet -c requirements.lock --config-settings editable_mode=compat -e '.[dev]'
+	# pyproject's package-dir makes the editable install a .pth file for the project folder: no import hook, no
+	# warning, and no reliance on setuptools' transitional compat mode.
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $@
 
 # The embedded default's Dagster instance (two imports at a time, telemetry off); a DAGSTER_HOME that already
