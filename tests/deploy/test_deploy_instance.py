@@ -26,7 +26,8 @@ from deploy_helpers import (
 )
 
 from nakodo_dagster import tags
-from nakodo_dagster.definitions import defs
+from nakodo_dagster.resources import configured_resources
+from nakodo_dagster.settings import DEFAULTS
 
 STORAGE_ENV = {
     "DAGSTER_PG_HOST": "dagster-postgres.nakodo.svc.cluster.local",
@@ -38,12 +39,16 @@ STORAGE_ENV = {
 
 
 def nakodo_variables() -> set[str]:
-    """The environment variables the code location's resources read (their ``EnvVar`` fields)."""
+    """The environment variables the code location's resources read when they are set (their ``EnvVar`` fields)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in DEFAULTS:
+            patch.setenv(name, "1")
+        resources = configured_resources()
     return {
-        value.env_var_name
-        for resource in defs.resources.values()
+        name
+        for resource in resources.values()
         for field in type(resource).model_fields
-        if isinstance(value := getattr(resource, field), dg.EnvVar)
+        if (name := getattr(getattr(resource, field), "env_var_name", None))
     }
 
 

@@ -13,10 +13,9 @@ import pytest
 from fault_helpers import assert_run_failed, execute, failure_text, tick
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.definitions import defs
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
-from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.resources import OvertureResource, StoreResource, configured_resources
 from nakodo_dagster.store import open_store
 
 pytestmark = pytest.mark.faults
@@ -104,10 +103,12 @@ def test_a_bad_environment_fails_the_tick_and_the_run_and_writes_nothing(
     store.migrate()
     store.add_campaign("Leeds", LEEDS)
 
+    # Built as the code location builds them, from this environment.
+    resources = configured_resources()
     with pytest.raises(Exception) as raised:
-        tick(instance, defs.resources)
+        tick(instance, resources)
     result = execute(
-        instance, defs.resources, dg.RunRequest(run_config={"ops": {"import_block": {"config": RUN.payload()}}})
+        instance, resources, dg.RunRequest(run_config={"ops": {"import_block": {"config": RUN.payload()}}})
     )
 
     assert isinstance(raised.value, InvalidInput) or isinstance(raised.value.__cause__, InvalidInput)
