@@ -37,16 +37,17 @@ def test_the_workspace_file_names_the_code_location_nakodo_dagster():
     ]
 
 
-def test_dagster_validates_the_location_the_workspace_file_names(tmp_path):
+def dagster(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """Dagster's own command line from a plain shell in ``folder``; it must succeed."""
     done = subprocess.run(
-        [str(DAGSTER), "definitions", "validate", "-w", str(PROJECT / "workspace.yaml")],
-        cwd=tmp_path,
-        env=plain_shell(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [str(DAGSTER), *args], cwd=folder, env=plain_shell(folder), capture_output=True, text=True, timeout=180
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_dagster_validates_the_location_the_workspace_file_names(tmp_path):
+    done = dagster(tmp_path, "definitions", "validate", "-w", str(PROJECT / "workspace.yaml"))
     assert "Validation successful for code location nakodo_dagster." in done.stdout + done.stderr
 
 
@@ -58,15 +59,7 @@ def test_dagster_validates_the_location_the_workspace_file_names(tmp_path):
     ],
 )
 def test_a_sensor_ticks_from_a_plain_shell_on_the_embedded_default(tmp_path, sensor, says):
-    done = subprocess.run(
-        [str(DAGSTER), "sensor", "preview", "-m", "nakodo_dagster.definitions", sensor],
-        cwd=tmp_path,
-        env=plain_shell(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr
+    done = dagster(tmp_path, "sensor", "preview", "-m", "nakodo_dagster.definitions", sensor)
     assert says in done.stdout
     # The embedded default: a DuckDB store in the working folder's data/, as `make run` has it.
     assert (tmp_path / "data" / "nakodo.duckdb").exists()

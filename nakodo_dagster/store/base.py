@@ -318,13 +318,18 @@ class Store(ABC):
     def needs_changed_since(self, since: datetime, now: datetime) -> bool:
         """Whether a pair may have become missing after ``since``: a noted change (a campaign added or changed,
         a mark taken back or dated back), or a release or a failed mark aging past its boundary."""
+        return self._noted_or_found_since(sql.AGED_INTO_MISSING, since, now)
+
+    def _noted_or_found_since(self, statement: str, since: datetime, now: datetime) -> bool:
+        """A change noted after ``since``, or else whether ``statement`` (a count over place_imports between the
+        boundaries at ``since`` and at ``now``) finds any row."""
 
         def work(tx: Transaction) -> bool:
             [(noted,)] = tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)
             if noted:
                 return True
-            [(aged,)] = tx.rows(sql.AGED_INTO_MISSING, **_rule_since(since, now))
-            return bool(aged)
+            [(found,)] = tx.rows(statement, **_rule_since(since, now))
+            return bool(found)
 
         return self._transact(work)
 
@@ -406,15 +411,7 @@ class Store(ABC):
     def coverage_changed_since(self, since: datetime, now: datetime) -> bool:
         """Whether ``coverage`` may have changed since ``since``: a noted change (a campaign added, changed, paused
         or resumed, a mark taken back), or a pair asked for, loaded or crossing a freshness boundary."""
-
-        def work(tx: Transaction) -> bool:
-            [(noted,)] = tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)
-            if noted:
-                return True
-            [(moved,)] = tx.rows(sql.PAIRS_MOVED_SINCE, **_rule_since(since, now))
-            return bool(moved)
-
-        return self._transact(work)
+        return self._noted_or_found_since(sql.PAIRS_MOVED_SINCE, since, now)
 
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
         """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how
