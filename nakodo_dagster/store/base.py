@@ -352,25 +352,24 @@ class Store(ABC):
             raise InvalidInput(f"max_runs {max_runs!r} is not allowed: use 0 or more")
         rule, campaigns = _rule(now), _campaign_filter(campaign_ids)
         # A sync of some campaigns lines up its own, and leaves the fleet's line as it is.
-        line = "import_line" if campaign_ids is None else "new_line"
-        relook = relook or campaign_ids is not None
+        keep_line = campaign_ids is None
+        relook = relook or not keep_line
+        line = "new_line" if relook else "import_line"
 
         def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple]]:
             if relook:
                 tx.run(sql.CREATE_MISSING, **rule, **campaigns)
                 tx.run(sql.LINE_UP)
-                if line == "import_line":
-                    tx.run(sql.FORGET_LINE)
-                    tx.run(sql.KEEP_LINE)
-            [(missing_runs, missing_pairs)] = tx.rows(sql.LINE_TOTALS if line == "new_line" else sql.LINE_SUMMARY)
+            [(missing_runs, missing_pairs)] = tx.rows(sql.LINE_TOTALS if relook else sql.LINE_SUMMARY)
             [(coming_pairs,)] = tx.rows(sql.COMING_PAIRS, **rule)
             [(paused_for_plan,)] = tx.rows(sql.PAUSED_FOR_PLAN, **campaigns)
-            if not (max_runs and missing_runs):
-                return missing_pairs, missing_runs, coming_pairs, paused_for_plan, [], []
             tx.run(sql.admit_from(line), max_runs=max_runs)
             order = tx.rows(sql.ADMITTED_ORDER)
-            reserved = tx.rows(sql.RESERVE_ADMITTED, **rule, **campaigns, stamp=now, force=False)
-            if line == "import_line":
+            reserved = tx.rows(sql.RESERVE_ADMITTED, **rule, **campaigns, stamp=now, force=False) if order else []
+            if keep_line and relook:
+                tx.run(sql.FORGET_LINE)
+                tx.run(sql.KEEP_LINE)
+            elif keep_line:
                 tx.run(sql.LEAVE_LINE)
             return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order
 

@@ -129,8 +129,16 @@ GROUP BY turns.block
 
 # The whole fleet's line is kept between ticks (import_line): a tick with nothing changed admits from its head
 # without finding every missing pair again. A sync of some campaigns uses its own line (new_line) and leaves it.
+# Written last in a tick, after the reservation: two daemons ticking at once meet at the compare and set, and the
+# second to write the line replaces what the first wrote.
 FORGET_LINE = "DELETE FROM import_line"
-KEEP_LINE = "INSERT INTO import_line (block, turn, first_block, account_id, pairs) SELECT * FROM new_line"
+KEEP_LINE = """
+INSERT INTO import_line (block, turn, first_block, account_id, pairs)
+SELECT block, turn, first_block, account_id, pairs FROM new_line
+WHERE block NOT IN (SELECT block FROM admitted_blocks)
+ON CONFLICT (block) DO UPDATE
+SET turn = excluded.turn, first_block = excluded.first_block, account_id = excluded.account_id, pairs = excluded.pairs
+"""
 
 
 def admit_from(line: str) -> str:
