@@ -34,7 +34,7 @@ BACKLOG = [
 ]
 SMALL = Targeting((PointLocation(53.75, -1.75, 2),), ("pub",))
 SMALL_PAIR = ("cell:53.5,-2", "pub")
-DEADLINE_SECONDS = 240
+DEADLINE_SECONDS = 360
 
 
 def _import_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
@@ -69,17 +69,19 @@ def test_a_new_accounts_first_block_starts_within_the_next_four_import_runs(tmp_
         store.add_campaign(f"backlog {number}", targeting)
     small = store.add_account("small", "starter")
 
-    log = (tmp_path / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-        env=environ,
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        with dg.DagsterInstance.from_config(str(home)) as instance:
+    # The instance's storage is made here, before the daemon and its code server start: processes creating the same
+    # SQLite storage at once can stamp its schema twice, and neither then loads it.
+    with dg.DagsterInstance.from_config(str(home)) as instance, (tmp_path / "daemon.log").open("w") as log:
+        instance.get_runs_count()
+        daemon = subprocess.Popen(
+            [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
+            env=environ,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
             deadline = time.monotonic() + DEADLINE_SECONDS
 
             def wait_for(what: str, ready):
@@ -110,11 +112,10 @@ def test_a_new_accounts_first_block_starts_within_the_next_four_import_runs(tmp_
             starts = [(_started_at(instance, r), r.run_id) for r in _import_runs(instance)]
             after = sorted(start for start in starts if start[0] is not None and asked_at <= start[0] <= started)
             assert len(after) <= 4, after
-    finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait()
-        log.close()
+        finally:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            try:
+                daemon.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.pid, signal.SIGKILL)
+                daemon.wait()
