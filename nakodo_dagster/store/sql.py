@@ -141,18 +141,22 @@ SET turn = excluded.turn, first_block = excluded.first_block, account_id = exclu
 """
 
 
+# The order admission takes a line in: turns first, a first block before the rest within a turn.
+LINE_ORDER = "turn, first_block DESC, account_id, block"
+
+
 def admit_from(line: str) -> str:
     """The first $max_runs blocks of ``line`` (``import_line`` or ``new_line``, never user text), into the temp
     table admitted_blocks."""
     return f"""
 CREATE TEMP TABLE admitted_blocks AS
 SELECT block, turn, first_block, account_id FROM {line}
-ORDER BY turn, first_block DESC, account_id, block
+ORDER BY {LINE_ORDER}
 LIMIT $max_runs
 """
 
 
-ADMITTED_ORDER = "SELECT block, first_block FROM admitted_blocks ORDER BY turn, first_block DESC, account_id, block"
+ADMITTED_ORDER = f"SELECT block, first_block FROM admitted_blocks ORDER BY {LINE_ORDER}"
 
 # The admitted blocks' missing pairs, found again for those blocks alone (the line may be a few ticks old) and
 # marked in the same compare and set as ever.
@@ -171,7 +175,7 @@ LEAVE_LINE = "DELETE FROM import_line WHERE block IN (SELECT block FROM admitted
 # campaign's blocks wait in the line.
 CAMPAIGN_LINES = f"""
 WITH placed AS (
-    SELECT block, row_number() OVER (ORDER BY turn, first_block DESC, account_id, block) AS place FROM import_line
+    SELECT block, row_number() OVER (ORDER BY {LINE_ORDER}) AS place FROM import_line
 ),
 waiting AS (
     SELECT ca.campaign_id, count(DISTINCT ca.block) AS blocks
