@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
@@ -21,7 +20,6 @@ from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import FRESH_DAYS, REQUESTED, RETRY_DAYS
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
-from nakodo_dagster.store.base import COMMIT_OVERLAP
 from nakodo_dagster.store.models import Coverage, NeededPair
 
 # The pairs of each state the store lists; the counts are always whole.
@@ -118,52 +116,22 @@ def _fingerprint(coverage: Coverage) -> str:
     return hashlib.sha1(json.dumps(shown).encode()).hexdigest()
 
 
-# A count reads every needed pair (seconds at 10,000 campaigns): a tick counts only after a change, and at most
-# once every RECOUNT_MINUTES; a tick in between costs two look-ups through indexes.
-RECOUNT_MINUTES = 10
-
-
-@dataclass
-class CoverageCursor:
-    """What places_coverage_sensor carries from one tick to the next."""
-
-    fingerprint: str | None = None
-    """The last result recorded (``_fingerprint``)."""
-    counted_at: datetime | None = None
-    """The last count saw every change up to this moment (its start, less COMMIT_OVERLAP)."""
-
-    @classmethod
-    def loads(cls, text: str | None) -> CoverageCursor:
-        # A cursor written before counts were gated is the bare fingerprint: count again at once.
-        if not text or not text.startswith("{"):
-            return cls(text or None)
-        state = json.loads(text)
-        return cls(state["fingerprint"], datetime.fromisoformat(state["counted_at"]))
-
-    def dumps(self) -> str:
-        counted_at = self.counted_at.isoformat() if self.counted_at else None
-        return json.dumps({"fingerprint": self.fingerprint, "counted_at": counted_at})
+def _last_fingerprint(cursor: str | None) -> str | None:
+    # A cursor of the sensor's earlier versions, which also carried when it last counted, is JSON.
+    if cursor and cursor.startswith("{"):
+        return json.loads(cursor)["fingerprint"]
+    return cursor or None
 
 
 def record_coverage(store: Store, cursor: str | None, now: datetime) -> dg.SensorResult:
-    """The coverage check's result when the needed pairs may have changed and the last count is old enough; a
-    skip that says why otherwise."""
-    state = CoverageCursor.loads(cursor)
-    if state.counted_at is not None:
-        counted = f"as counted at {_day(state.counted_at + COMMIT_OVERLAP)}"
-        if not store.coverage_changed_since(state.counted_at, now):
-            return dg.SensorResult(skip_reason=f"Unchanged since the last count ({counted}).", cursor=cursor)
-        again = state.counted_at + COMMIT_OVERLAP + timedelta(minutes=RECOUNT_MINUTES)
-        if now < again:
-            return dg.SensorResult(
-                skip_reason=f"Pairs changed since the last count ({counted}): counted again at {_day(again)}.",
-                cursor=cursor,
-            )
+    """The coverage check's result when a needed pair's state changed since the last tick; a skip that says so
+    otherwise. The cursor is the last result's fingerprint."""
+    fingerprint = _last_fingerprint(cursor)
+    if fingerprint is not None and not store.recount_coverage(now):
+        return dg.SensorResult(skip_reason="No needed pair changed since the last tick.", cursor=fingerprint)
     coverage = store.coverage(now, LISTED_PAIRS)
-    fingerprint = _fingerprint(coverage)
-    recorded = CoverageCursor(fingerprint, now - COMMIT_OVERLAP).dumps()
-    if fingerprint == state.fingerprint:
-        return dg.SensorResult(skip_reason=f"Unchanged: {_description(coverage)}", cursor=recorded)
+    if _fingerprint(coverage) == fingerprint:
+        return dg.SensorResult(skip_reason=f"Unchanged: {_description(coverage)}", cursor=fingerprint)
     passed, metadata = coverage_result(coverage)
     evaluation = dg.AssetCheckEvaluation(
         asset_key=PLACES,
@@ -173,15 +141,16 @@ def record_coverage(store: Store, cursor: str | None, now: datetime) -> dg.Senso
         metadata=metadata,
         description=_description(coverage),
     )
-    return dg.SensorResult(asset_events=[evaluation], cursor=recorded)
+    return dg.SensorResult(asset_events=[evaluation], cursor=_fingerprint(coverage))
 
 
 @dg.sensor(
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Records the check {NEEDED_PAIRS_FRESH_OR_COMING} of places when the needed pairs' states change: "
-    f"a count after a change, at most one every {RECOUNT_MINUTES} minutes (one grouped query over every needed "
-    "pair), and between counts two indexed look-ups a tick; no run.",
+    description=f"Records the check {NEEDED_PAIRS_FRESH_OR_COMING} of places when a needed pair's state changes. "
+    "A tick works out again only the pairs that changed since the one before (campaigns added, paused or resumed, "
+    "imports asked for, landed or failed, releases and marks aging past their boundaries), through indexes, and "
+    "counts the kept states; no run.",
 )
 def places_coverage_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -> dg.SensorResult:
     return record_coverage(store.store, context.cursor, datetime.now(UTC))

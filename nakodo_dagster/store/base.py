@@ -83,11 +83,15 @@ T = TypeVar("T")
 COMMIT_OVERLAP = timedelta(minutes=1)
 # What a campaign's first search, or its first after its targeting changed, reads: everything loaded.
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)
+# A moment no change reaches: a count afresh reads needs from place_imports alone.
+_NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
 # The version whose tables keep each campaign's needs (campaign_areas, campaign_categories).
 _CAMPAIGN_NEEDS_VERSION = 3
 # The version that keeps each campaign's first area (campaigns.first_area).
 _FIRST_AREA_VERSION = 5
+# The version that counts each pair's campaigns (needed_pairs).
+_NEEDED_PAIRS_VERSION = 6
 
 
 @functools.cache
@@ -185,21 +189,43 @@ def _note_needs_changed(tx: Transaction) -> None:
     tx.run(sql.NOTE_NEEDS_CHANGED, changed_at=datetime.now(UTC))
 
 
+def _count_needs(tx: Transaction, campaign_ids: Sequence[int], change: int, areas: Sequence[str] | None = None) -> None:
+    """The campaigns start (``change`` 1) or stop (-1) needing their pairs, or only those of ``areas``: kept in
+    needed_pairs, with the fleet's count of needed pairs, for the coverage count. Called under the account's lock,
+    which makes the change itself one at a time."""
+    became = 0
+    for campaign_id in campaign_ids:
+        rows = tx.rows(
+            sql.CHANGE_NEEDED_PAIRS,
+            campaign_id=campaign_id,
+            change=change,
+            every_area=areas is None,
+            areas=list(areas or ()),
+            changed_at=datetime.now(UTC),
+        )
+        # A pair at 1 after a start was needed by none before; at 0 after a stop, it is needed by none now.
+        became += sum(1 for (campaigns,) in rows if campaigns == max(change, 0))
+    if became:
+        tx.run(sql.CHANGE_NEEDED_TOTAL, change=became * change)
+
+
 def _campaign_filter(campaign_ids: Sequence[int] | None) -> dict[str, Any]:
     if campaign_ids is None:
         return {"everyone": True, "campaign_ids": []}
     return {"everyone": False, "campaign_ids": [check_id("campaign", i) for i in campaign_ids]}
 
 
-def _keep_campaign_areas(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
-    """Keep the areas the targeting needs beside the campaign (those it keeps already stay as they are)."""
+def _keep_campaign_areas(tx: Transaction, campaign_id: int, targeting: Targeting) -> list[str]:
+    """Keep the areas the targeting needs beside the campaign (those it keeps already stay as they are); returns
+    the areas new to it."""
     areas = areas_for(targeting)
-    tx.run(
+    rows = tx.rows(
         sql.KEEP_CAMPAIGN_AREAS,
         campaign_id=campaign_id,
         areas=list(areas),
         blocks=[block_key(area) for area in areas.values()],
     )
+    return [area for (area,) in rows]
 
 
 def _keep_first_area(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
@@ -252,6 +278,9 @@ class Store(ABC):
                 for campaign in tx.rows(f"SELECT {sql.CAMPAIGN_COLUMNS} FROM campaigns"):
                     campaign = _campaign(campaign)
                     keep(tx, campaign.id, campaign.targeting)
+            if reached < _NEEDED_PAIRS_VERSION:
+                tx.run(sql.COUNT_NEEDED_PAIRS)
+                tx.run(sql.COUNT_NEEDED_TOTAL, states=list(PAIR_STATES))
 
         self._transact(work)
 
@@ -310,6 +339,8 @@ class Store(ABC):
         def work(tx: Transaction) -> list[tuple]:
             rows = tx.rows(statement, **params)
             if rows:
+                touched = _pair_params((area, category) for area, category, *_ in rows)
+                tx.run(sql.TOUCH_NEEDED_PAIRS, **touched, changed_at=datetime.now(UTC))
                 _note_needs_changed(tx)
             return rows
 
@@ -318,18 +349,13 @@ class Store(ABC):
     def needs_changed_since(self, since: datetime, now: datetime) -> bool:
         """Whether a pair may have become missing after ``since``: a noted change (a campaign added or changed,
         a mark taken back or dated back), or a release or a failed mark aging past its boundary."""
-        return self._noted_or_found_since(sql.AGED_INTO_MISSING, since, now)
-
-    def _noted_or_found_since(self, statement: str, since: datetime, now: datetime) -> bool:
-        """A change noted after ``since``, or else whether ``statement`` (a count over place_imports between the
-        boundaries at ``since`` and at ``now``) finds any row."""
 
         def work(tx: Transaction) -> bool:
             [(noted,)] = tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)
             if noted:
                 return True
-            [(found,)] = tx.rows(statement, **_rule_since(since, now))
-            return bool(found)
+            [(aged,)] = tx.rows(sql.AGED_INTO_MISSING, **_rule_since(since, now))
+            return bool(aged)
 
         return self._transact(work)
 
@@ -397,20 +423,61 @@ class Store(ABC):
 
     def coverage(self, now: datetime, listed: int) -> Coverage:
         """The pairs active campaigns need, by the one freshness rule at ``now``: counted per state, and at most
-        ``listed`` of each state (0 lists none), oldest first. Pairs no campaign needs are left out."""
+        ``listed`` of each state (0 lists none), oldest first. Pairs no campaign needs are left out.
+
+        The counts are kept, and each count works out again only the pairs that may have changed since the one
+        before (``recount_coverage``): what it costs grows with what changed, not with the campaigns.
+        """
         if listed < 0:
             raise InvalidInput(f"listed {listed!r} is not allowed: use 0 or more")
-        params = {**_rule(now), **_campaign_filter(None), "listed": listed}
-        rows = self._transact(lambda tx: tx.rows(sql.COVERAGE, **params))
-        counts = dict.fromkeys(PAIR_STATES, 0) | {state: pairs for state, pairs, *_ in rows}
-        pairs = [NeededPair(area, category, state, release, at) for state, _, area, category, release, at in rows]
-        by_state = {state: [pair for pair in pairs if pair.state == state][:listed] for state in PAIR_STATES}
-        return Coverage(counts, [pair for state in PAIR_STATES for pair in by_state[state]])
 
-    def coverage_changed_since(self, since: datetime, now: datetime) -> bool:
-        """Whether ``coverage`` may have changed since ``since``: a noted change (a campaign added, changed, paused
-        or resumed, a mark taken back), or a pair asked for, loaded or crossing a freshness boundary."""
-        return self._noted_or_found_since(sql.PAIRS_MOVED_SINCE, since, now)
+        def work(tx: Transaction) -> Coverage:
+            recounted = self._recount_coverage(tx, now)
+            kept = dict(tx.rows(sql.COVERAGE_COUNTS))
+            counts = {state: kept[state] for state in PAIR_STATES if state != "missing"}
+            # Missing is what the other states leave of the needed pairs. A write landing between the count
+            # and this read can make it a pair or two off until the next count, never below zero.
+            counts["missing"] = max(0, kept["needed"] - sum(counts.values()))
+            listed_pairs = []
+            for state in PAIR_STATES:
+                if state == "missing" and counts["missing"] > kept["missing"]:
+                    never_asked = tx.rows(sql.NEVER_ASKED_LISTED, listed=listed)
+                    listed_pairs += [NeededPair(area, category, state, None, None) for area, category in never_asked]
+                    room = listed - len(never_asked)
+                else:
+                    room = listed
+                if room > 0:
+                    listed_pairs += [NeededPair(*row) for row in tx.rows(sql.COVERAGE_LISTED, state=state, listed=room)]
+            return Coverage({state: counts[state] for state in PAIR_STATES}, listed_pairs, recounted)
+
+        return self._transact(work)
+
+    def recount_coverage(self, now: datetime) -> int:
+        """Work out again the state of every needed pair that may have changed since the last count (every pair
+        with a place_imports row on the first count, or when ``now`` is before the last count's); returns how
+        many pairs were looked at."""
+        return self._transact(lambda tx: self._recount_coverage(tx, now))
+
+    @staticmethod
+    def _recount_coverage(tx: Transaction, now: datetime) -> int:
+        started = datetime.now(UTC)
+        [(counted_at, needs_through)] = tx.rows(sql.LOCK_COVERAGE_COUNTED)
+        if counted_at == _EVER or now < counted_at:
+            # Counted afresh: every pair with a place_imports row. One without is missing, as it was; a change to
+            # its needs alone moves only the needed count, which its writer keeps.
+            tx.run(sql.FORGET_COVERAGE)
+            tx.run(sql.FORGET_COVERAGE_COUNTS)
+            since, needs_through = _EVER, _NEVER
+        else:
+            since = counted_at - COMMIT_OVERLAP
+        tx.run(sql.CREATE_RECOUNT, **_rule_since(since, now), needs_through=needs_through)
+        tx.run(sql.CREATE_RESTATED, **_rule(now))
+        tx.run(sql.MOVE_COVERAGE_COUNTS)
+        tx.run(sql.FORGET_RESTATED)
+        tx.run(sql.KEEP_RESTATED)
+        tx.run(sql.KEEP_COVERAGE_COUNTED, counted_at=now, needs_through=started - COMMIT_OVERLAP)
+        [(recounted,)] = tx.rows(sql.RECOUNTED)
+        return recounted
 
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
         """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how
@@ -516,6 +583,7 @@ class Store(ABC):
             self._check_room(tx, account, areas_for(targeting), targeting.locations, new_campaign=True)
             [(campaign_id,)] = tx.rows(sql.ADD_CAMPAIGN, **params, account_id=account.id)
             _keep_campaign_needs(tx, campaign_id, targeting)
+            _count_needs(tx, [campaign_id], 1)
             _note_needs_changed(tx)
             return campaign_id
 
@@ -552,15 +620,16 @@ class Store(ABC):
             raise InvalidInput(f"status {status!r} is not allowed; allowed: {', '.join(CAMPAIGN_STATUSES)}")
 
         def work(tx: Transaction) -> None:
-            campaign = self._campaign_in(tx, campaign_id)
-            if status == "active":
-                campaign, account = self._lock_campaign_account(tx, campaign)
-                if campaign.status != "active":
-                    locations = campaign.targeting.locations
-                    self._check_room(tx, account, areas_for(campaign.targeting), locations, new_campaign=True)
+            # Pausing locks too: the status read under the lock says whether the campaign's pairs are counted.
+            campaign, account = self._lock_campaign_account(tx, self._campaign_in(tx, campaign_id))
+            if status == "active" and campaign.status != "active":
+                locations = campaign.targeting.locations
+                self._check_room(tx, account, areas_for(campaign.targeting), locations, new_campaign=True)
             # No RETURNING: DuckDB runs UPDATE ... RETURNING as a delete and an insert, which the foreign key from
             # the campaign's businesses refuses.
             tx.run(sql.SET_CAMPAIGN_STATUS, status=status, id=campaign.id)
+            if campaign.status != status:
+                _count_needs(tx, [campaign.id], 1 if status == "active" else -1)
             _note_needs_changed(tx)
 
         self._transact(work)
@@ -586,7 +655,9 @@ class Store(ABC):
                 targeting=targeting_to_json(targeting),
                 id=campaign.id,
             )
-            _keep_campaign_areas(tx, campaign.id, added)
+            new_areas = _keep_campaign_areas(tx, campaign.id, added)
+            if campaign.status == "active" and new_areas:
+                _count_needs(tx, [campaign.id], 1, areas=new_areas)
             _note_needs_changed(tx)
             return replace(campaign, targeting=targeting)
 
@@ -657,6 +728,7 @@ class Store(ABC):
             }
             if reasons:
                 tx.run(sql.PAUSE_FOR_PLAN, campaign_ids=list(reasons), reasons=list(reasons.values()))
+                _count_needs(tx, list(reasons), -1)
                 _note_needs_changed(tx)
             return reasons
 

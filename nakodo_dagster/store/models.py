@@ -175,6 +175,8 @@ class Coverage:
     """Pairs per state; every state of the rule is present, 0 if none."""
     listed: list[NeededPair]
     """At most the ``listed`` oldest pairs of each state, never-asked-for first."""
+    recounted: int = 0
+    """How many pairs the count looked at again: those that may have changed since the one before."""
 
 
 @dataclass(frozen=True)

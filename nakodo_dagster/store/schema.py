@@ -201,4 +201,56 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX campaign_areas_by_block ON campaign_areas (block)",
         ),
     ),
+    (
+        6,
+        (
+            # How many active campaigns need each (area, category) pair, kept by the writes that change it (a
+            # campaign added, paused, resumed or given a location), and when the pair last changed in a way
+            # place_imports' imported_at does not show (those writes, and a mark taken back, forgotten or dated
+            # back). A pair no campaign needs any more keeps its row, at 0, so that the coverage count sees it go.
+            # Filled for older stores by Store.migrate, after the campaigns' own needs.
+            """
+            CREATE TABLE needed_pairs (
+                area TEXT NOT NULL,
+                category TEXT NOT NULL,
+                campaigns INTEGER NOT NULL,
+                changed_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (area, category)
+            )
+            """,
+            "CREATE INDEX needed_pairs_by_change ON needed_pairs (changed_at)",
+            # The state (sql.pair_state) of each needed pair that has a place_imports row, and that row, as the
+            # coverage count last worked them out. A needed pair without a row is missing, never asked for: most
+            # pairs of a big fleet are, and they cost no row here.
+            """
+            CREATE TABLE coverage_pairs (
+                area TEXT NOT NULL,
+                category TEXT NOT NULL,
+                state TEXT NOT NULL,
+                release TEXT NOT NULL,
+                imported_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (area, category)
+            )
+            """,
+            # Each state's oldest pairs, listed on the places page, through the index.
+            "CREATE INDEX coverage_pairs_by_state ON coverage_pairs (state, imported_at, area, category)",
+            # The counts the coverage check shows, kept as they change: 'needed' (pairs with campaigns > 0) by the
+            # writers of needed_pairs, each state by the coverage count; missing is what the others leave.
+            "CREATE TABLE coverage_counts (state TEXT PRIMARY KEY, pairs BIGINT NOT NULL)",
+            # When the coverage count last ran (counted_at, on the callers' clock, as place_imports' times are;
+            # 1970 for never) and up to when it saw needed_pairs' changes (needs_through, on the store's clock,
+            # as changed_at is). Its row is locked for the count's transaction: counts run one at a time.
+            """
+            CREATE TABLE coverage_counted (
+                id INTEGER PRIMARY KEY,
+                counted_at TIMESTAMPTZ NOT NULL,
+                needs_through TIMESTAMPTZ NOT NULL
+            )
+            """,
+            """
+            INSERT INTO coverage_counted (id, counted_at, needs_through)
+            VALUES (1, TIMESTAMPTZ '1970-01-01 00:00:00+00', TIMESTAMPTZ '1970-01-01 00:00:00+00')
+            """,
+        ),
+    ),
 )

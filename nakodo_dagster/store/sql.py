@@ -231,26 +231,12 @@ SELECT count(*) FROM (
 ) AS aged
 """
 
-# A pair asked for, loaded or dated back since $since, or crossing one of the freshness boundaries since then
-# (placement.Cutoffs at $since, the *_then parameters, and at now), through the index on imported_at: whether the
-# needed pairs' states may have moved since the coverage was last counted.
-PAIRS_MOVED_SINCE = """
-SELECT count(*) FROM (
-    SELECT 1 FROM place_imports
-    WHERE imported_at > $since
-       OR (imported_at > $fresh_after_then AND imported_at <= $fresh_after)
-       OR (imported_at > $coming_after_then AND imported_at <= $coming_after)
-       OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
-    LIMIT 1
-) AS moved
-"""
-
 # Keyed on the exact stamp this caller wrote: never another caller's mark, even on the same pair.
 TAKE_BACK = f"""
 DELETE FROM place_imports USING {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
   AND place_imports.release = $requested AND place_imports.imported_at = $stamp
-RETURNING place_imports.area
+RETURNING place_imports.area, place_imports.category
 """
 
 # Keyed, like the take-back, on the run's exact stamp: an analyst's or a newer tick's mark on the same pair is
@@ -260,7 +246,7 @@ UPDATE place_imports SET imported_at = $failed_at FROM {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
   AND place_imports.release = $requested AND place_imports.imported_at = $stamp
   AND place_imports.imported_at > $failed_at
-RETURNING place_imports.area
+RETURNING place_imports.area, place_imports.category
 """
 
 DELETE_PLACES = f"""
@@ -600,6 +586,7 @@ KEEP_CAMPAIGN_AREAS = """
 INSERT INTO campaign_areas (campaign_id, area, block)
 SELECT $campaign_id, unnest($areas::TEXT[]), unnest($blocks::TEXT[])
 ON CONFLICT (campaign_id, area) DO NOTHING
+RETURNING area
 """
 KEEP_FIRST_AREA = "UPDATE campaigns SET first_area = $first_area WHERE id = $campaign_id"
 KEEP_CAMPAIGN_CATEGORIES = """
@@ -609,19 +596,126 @@ SELECT $campaign_id, unnest($categories::TEXT[]), unnest($ranks::INTEGER[])
 
 PLACE_NAME_COLUMNS = "query, display_name, lat, lng, looked_up_at"
 
-# Coverage: the pairs active campaigns need (each once, however many campaigns share it) by the one freshness
-# rule, every state counted and its first $listed pairs listed, oldest first. One statement, whatever the campaigns.
-COVERAGE = f"""
-WITH needed AS (
-    SELECT DISTINCT ca.area, cc.category, place_imports.release, place_imports.imported_at,
-           {pair_state("place_imports")} AS state
-    {CAMPAIGN_PAIRS}
-),
-ranked AS (
-    SELECT state, area, category, release, imported_at, count(*) OVER (PARTITION BY state) AS pairs,
-           row_number() OVER (PARTITION BY state ORDER BY imported_at NULLS FIRST, area, category) AS position
-    FROM needed
+# Coverage -------------------------------------------------------------------------------------------------
+
+# What every active campaign needs, counted per pair, and how many pairs that is: the store's own migration.
+# Stamped 1970: the first coverage count looks at every place_imports row instead.
+COUNT_NEEDED_PAIRS = """
+INSERT INTO needed_pairs (area, category, campaigns, changed_at)
+SELECT ca.area, cc.category, count(*), TIMESTAMPTZ '1970-01-01 00:00:00+00'
+FROM campaigns AS c
+JOIN campaign_areas AS ca ON ca.campaign_id = c.id
+JOIN campaign_categories AS cc ON cc.campaign_id = c.id
+WHERE c.status = 'active'
+GROUP BY ca.area, cc.category
+"""
+COUNT_NEEDED_TOTAL = """
+INSERT INTO coverage_counts (state, pairs)
+SELECT 'needed', count(*) FROM needed_pairs WHERE campaigns > 0
+UNION ALL SELECT unnest($states::TEXT[]), 0
+"""
+
+# A campaign starts ($change 1) or stops (-1) needing its pairs: all of them, or only those of the areas named
+# ($every_area false: a location just added). Returns each pair's count after: 1 after a start, or 0 after a
+# stop, is a pair the fleet starts or stops needing. Sorted, so that two writers lock shared pairs in one order.
+CHANGE_NEEDED_PAIRS = """
+INSERT INTO needed_pairs (area, category, campaigns, changed_at)
+SELECT ca.area, cc.category, $change, $changed_at
+FROM campaign_areas AS ca JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id
+WHERE ca.campaign_id = $campaign_id AND ($every_area OR ca.area IN (SELECT unnest($areas::TEXT[])))
+ORDER BY ca.area, cc.category
+ON CONFLICT (area, category) DO UPDATE
+SET campaigns = needed_pairs.campaigns + excluded.campaigns, changed_at = excluded.changed_at
+RETURNING campaigns
+"""
+CHANGE_NEEDED_TOTAL = "UPDATE coverage_counts SET pairs = pairs + $change WHERE state = 'needed'"
+
+# A pair's place_imports row deleted or dated back, which its imported_at does not show. A pair nobody needs gets
+# a row at 0 rather than a lookup first: sorted, like the others, so that no two writers deadlock.
+TOUCH_NEEDED_PAIRS = f"""
+INSERT INTO needed_pairs (area, category, campaigns, changed_at)
+SELECT area, category, 0, $changed_at FROM {PAIRS} AS touched
+ORDER BY area, category
+ON CONFLICT (area, category) DO UPDATE SET changed_at = excluded.changed_at
+"""
+
+LOCK_COVERAGE_COUNTED = """
+UPDATE coverage_counted SET counted_at = counted_at WHERE id = 1 RETURNING counted_at, needs_through
+"""
+FORGET_COVERAGE = "DELETE FROM coverage_pairs"
+FORGET_COVERAGE_COUNTS = "UPDATE coverage_counts SET pairs = 0 WHERE state <> 'needed'"
+
+# The pairs whose state may have moved since the last count: needs changed from $needs_through on; place_imports
+# rows asked for, loaded or dated from $since on (a mark stamped at the very moment of the last count may have
+# committed after it), or crossing a freshness boundary between then (the *_then parameters: placement.Cutoffs
+# at $since) and now. Every range is an index's.
+CREATE_RECOUNT = """
+CREATE TEMP TABLE recount AS
+SELECT area, category FROM needed_pairs WHERE changed_at >= $needs_through
+UNION
+SELECT area, category FROM place_imports
+WHERE imported_at >= $since
+   OR (imported_at > $fresh_after_then AND imported_at <= $fresh_after)
+   OR (imported_at > $coming_after_then AND imported_at <= $coming_after)
+   OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
+"""
+
+# Each recounted pair's state as counted (was) and now (NULL: not needed, or never asked for).
+CREATE_RESTATED = f"""
+CREATE TEMP TABLE restated AS
+SELECT recount.area, recount.category, coverage_pairs.state AS was,
+       CASE WHEN needed_pairs.campaigns > 0 AND place_imports.release IS NOT NULL
+            THEN {pair_state("place_imports")} END AS state,
+       place_imports.release, place_imports.imported_at
+FROM recount
+LEFT JOIN needed_pairs ON needed_pairs.area = recount.area AND needed_pairs.category = recount.category
+LEFT JOIN place_imports ON place_imports.area = recount.area AND place_imports.category = recount.category
+LEFT JOIN coverage_pairs ON coverage_pairs.area = recount.area AND coverage_pairs.category = recount.category
+"""
+
+MOVE_COVERAGE_COUNTS = """
+UPDATE coverage_counts SET pairs = coverage_counts.pairs + moved.change
+FROM (
+    SELECT state, sum(change) AS change FROM (
+        SELECT was AS state, -1 AS change FROM restated WHERE was IS NOT NULL
+        UNION ALL
+        SELECT state, 1 AS change FROM restated WHERE state IS NOT NULL
+    ) AS changes
+    GROUP BY state
+) AS moved
+WHERE coverage_counts.state = moved.state
+"""
+
+FORGET_RESTATED = """
+DELETE FROM coverage_pairs USING restated
+WHERE coverage_pairs.area = restated.area AND coverage_pairs.category = restated.category AND restated.state IS NULL
+"""
+
+KEEP_RESTATED = """
+INSERT INTO coverage_pairs (area, category, state, release, imported_at)
+SELECT area, category, state, release, imported_at FROM restated WHERE state IS NOT NULL
+ON CONFLICT (area, category) DO UPDATE
+SET state = excluded.state, release = excluded.release, imported_at = excluded.imported_at
+"""
+
+RECOUNTED = "SELECT count(*) FROM restated"
+
+KEEP_COVERAGE_COUNTED = "UPDATE coverage_counted SET counted_at = $counted_at, needs_through = $needs_through"
+
+COVERAGE_COUNTS = "SELECT state, pairs FROM coverage_counts"
+
+# A state's oldest pairs that have a place_imports row, through coverage_pairs_by_state.
+COVERAGE_LISTED = """
+SELECT area, category, state, release, imported_at FROM coverage_pairs WHERE state = $state
+ORDER BY imported_at, area, category LIMIT $listed
+"""
+
+# Needed pairs never asked for (no place_imports row when last counted), in key order.
+NEVER_ASKED_LISTED = """
+SELECT area, category FROM needed_pairs
+WHERE campaigns > 0 AND NOT EXISTS (
+    SELECT 1 FROM coverage_pairs
+    WHERE coverage_pairs.area = needed_pairs.area AND coverage_pairs.category = needed_pairs.category
 )
-SELECT state, pairs, area, category, release, imported_at FROM ranked WHERE position <= greatest($listed, 1)
-ORDER BY state, position
+ORDER BY area, category LIMIT $listed
 """

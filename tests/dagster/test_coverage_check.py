@@ -4,6 +4,8 @@ when it changes."""
 
 from __future__ import annotations
 
+import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -15,8 +17,6 @@ from nakodo_dagster.assets.coverage import (
     INLINE_MARKDOWN_CHARS,
     LISTED_PAIRS,
     NEEDED_PAIRS_FRESH_OR_COMING,
-    RECOUNT_MINUTES,
-    CoverageCursor,
     coverage_result,
     needed_pairs_fresh_or_coming,
     places_coverage_sensor,
@@ -30,6 +30,7 @@ from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_
 from nakodo_dagster.resources import OvertureResource
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.store import base as store_base
 from nakodo_dagster.store.models import Coverage, NeededPair
 
 # Leeds' cafes and pubs (two cells), Paris' bakeries (one cell): 5 pairs needed, 3 areas x 3 categories registered.
@@ -102,31 +103,38 @@ def test_the_check_counts_only_needed_pairs_and_links_the_failed_ones(instance, 
         dg.build_sensor_context(instance=instance, resources=resources, cursor=ticked.cursor)
     )
     assert not again.asset_events
-    # The import landed within the last count's overlap: counted again once RECOUNT_MINUTES have passed.
-    assert again.skip_reason.skip_message.startswith("Pairs changed since the last count (as counted at ")
+    # The import landed within the last count's overlap: looked at again, and found unchanged.
+    assert again.skip_reason.skip_message.startswith(f"Unchanged: 1 of {1 + len(leeds)} pairs campaigns need are fresh")
 
 
-def test_a_count_follows_a_change_at_most_every_few_minutes_and_costs_nothing_without_one(instance, resources):
+def test_a_tick_records_each_change_and_costs_nothing_without_one(instance, resources, monkeypatch):
+    # Each count looks again at what was stamped within COMMIT_OVERLAP of its start: made short enough to wait out.
+    overlap = timedelta(seconds=0.5)
+    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", overlap)
     store = resources["store"].store
     store.add_campaign("Paris", PARIS)
-    start = datetime.now(UTC)
+    time.sleep(overlap.total_seconds() * 2)
 
-    first = record_coverage(store, None, start + timedelta(minutes=2))
+    first = record_coverage(store, None, datetime.now(UTC))
     (evaluation,) = first.asset_events
     assert evaluation.metadata["stale_or_missing"].value == 1
 
-    # Nothing changed since the count: no count, whatever the time.
-    quiet = record_coverage(store, first.cursor, start + timedelta(hours=1))
-    assert not quiet.asset_events and quiet.skip_reason.skip_message.startswith("Unchanged since the last count")
+    # Nothing changed: a tick looks at no pair and records nothing.
+    time.sleep(overlap.total_seconds() * 2)
+    quiet = record_coverage(store, first.cursor, datetime.now(UTC))
+    assert not quiet.asset_events
+    assert quiet.skip_reason.skip_message == "No needed pair changed since the last tick."
 
-    # A change after a count: counted again only once RECOUNT_MINUTES have passed since it.
-    counted = CoverageCursor(CoverageCursor.loads(first.cursor).fingerprint, datetime.now(UTC)).dumps()
+    # A campaign added: the next count looks only at its pairs, and the tick records it.
     store.add_campaign("Leeds", LEEDS)
-    soon = record_coverage(store, counted, datetime.now(UTC) + timedelta(minutes=RECOUNT_MINUTES - 2))
-    assert not soon.asset_events and "counted again at" in soon.skip_reason.skip_message
-    later = datetime.now(UTC) + timedelta(minutes=RECOUNT_MINUTES + 2)
-    (recounted,) = record_coverage(store, counted, later).asset_events
-    assert recounted.metadata["stale_or_missing"].value == 1 + len(areas_for(LEEDS)) * len(LEEDS.categories)
+    leeds_pairs = len(areas_for(LEEDS)) * len(LEEDS.categories)
+    assert store.recount_coverage(datetime.now(UTC)) == leeds_pairs
+    (recounted,) = record_coverage(store, quiet.cursor, datetime.now(UTC)).asset_events
+    assert recounted.metadata["stale_or_missing"].value == 1 + leeds_pairs
+
+    # The cursor of the sensor's earlier version (JSON, with the time of its count) is read as its fingerprint.
+    legacy = json.dumps({"fingerprint": first.cursor, "counted_at": None})
+    assert record_coverage(store, legacy, datetime.now(UTC)).asset_events
 
 
 def test_the_check_passes_once_every_needed_pair_is_fresh_and_runs_beside_a_partition_by_hand(instance, resources):
