@@ -220,6 +220,12 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        loop_running = False
+    else:
+        loop_running = True
+    # Run outside the except clause: there, a failure of the coroutine would carry "no running event loop" as its
+    # context, an unrelated error in the run's log.
+    if not loop_running:
         return asyncio.run(coroutine)
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(asyncio.run, coroutine).result()
