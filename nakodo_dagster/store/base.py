@@ -340,7 +340,8 @@ class Store(ABC):
             rows = tx.rows(statement, **params)
             if rows:
                 touched = _pair_params((area, category) for area, category, *_ in rows)
-                tx.run(sql.TOUCH_NEEDED_PAIRS, **touched, changed_at=datetime.now(UTC))
+                blocks = [block_key(parse_area_key(area)) for area in touched["areas"]]
+                tx.run(sql.TOUCH_NEEDED_PAIRS, **touched, blocks=blocks, changed_at=datetime.now(UTC))
                 _note_needs_changed(tx)
             return rows
 
@@ -385,6 +386,10 @@ class Store(ABC):
         def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple]]:
             if relook:
                 tx.run(sql.CREATE_MISSING, **rule, **campaigns)
+                if keep_line:
+                    tx.run(sql.CREATE_FLEET_BLOCK_PAIRS, **rule)
+                else:
+                    tx.run(sql.CREATE_CAMPAIGN_BLOCK_PAIRS, **rule, **campaigns)
                 tx.run(sql.LINE_UP)
             [(missing_runs, missing_pairs)] = tx.rows(sql.LINE_TOTALS if relook else sql.LINE_SUMMARY)
             [(coming_pairs,)] = tx.rows(sql.COMING_PAIRS, **rule)
@@ -413,8 +418,7 @@ class Store(ABC):
         params = {**_rule(now), **_campaign_filter(campaign_ids)}
 
         def work(tx: Transaction) -> Needs:
-            tx.run(sql.CREATE_MISSING, **params)
-            missing = _by_area(tx.rows(sql.NEEDS_MISSING))
+            missing = _by_area(tx.rows(sql.NEEDS_MISSING, **params))
             coming = {area for (area,) in tx.rows(sql.NEEDS_COMING, **params)}
             [(arrived_at,)] = tx.rows(sql.NEEDS_ARRIVED_AT, **params)
             return Needs(missing, coming, arrived_at)

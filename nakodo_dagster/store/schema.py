@@ -208,11 +208,13 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             # campaign added, paused, resumed or given a location), and when the pair last changed in a way
             # place_imports' imported_at does not show (those writes, and a mark taken back, forgotten or dated
             # back). A pair no campaign needs any more keeps its row, at 0, so that the coverage count sees it go.
+            # block is the import run that reads it (placement.block_key), for the import line's pair counts.
             # Filled for older stores by Store.migrate, after the campaigns' own needs.
             """
             CREATE TABLE needed_pairs (
                 area TEXT NOT NULL,
                 category TEXT NOT NULL,
+                block TEXT NOT NULL,
                 campaigns INTEGER NOT NULL,
                 changed_at TIMESTAMPTZ NOT NULL,
                 PRIMARY KEY (area, category)

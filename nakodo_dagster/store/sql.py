@@ -84,15 +84,33 @@ SELECT count(*) FROM campaigns
 WHERE paused_reason IS NOT NULL AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
 """
 
-# The missing pairs by account, with the import run (block) that reads each, the account's oldest campaign asking
-# for it and the oldest whose first pair it is (its centre's area, its first category). Grouped after the
-# anti-join, so that a tick sorts only what is missing, not every campaign's pairs.
+# The blocks (import runs) holding a pair an account's campaign needs and misses, per account: its oldest campaign
+# missing a pair there, and the oldest whose first pair (its centre's area, its first category) is one of them.
+# Grouped by block, not by pair: a few thousand groups rather than millions.
 CREATE_MISSING = f"""
 CREATE TEMP TABLE missing_demand AS
-SELECT ca.area, cc.category, min(ca.block) AS block, c.account_id, min(c.id) AS oldest_campaign,
+SELECT ca.block, c.account_id, min(c.id) AS oldest_campaign,
        min(c.id) FILTER (WHERE ca.area = c.first_area AND cc.rank = 0) AS first_of
 {CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
-GROUP BY ca.area, cc.category, c.account_id
+GROUP BY ca.block, c.account_id
+"""
+
+# How many distinct pairs each block misses: for the whole fleet, from the pairs it needs (needed_pairs), one
+# row a pair; for some campaigns, from their own pairs.
+CREATE_FLEET_BLOCK_PAIRS = f"""
+CREATE TEMP TABLE block_pairs AS
+SELECT needed_pairs.block, count(*) AS pairs
+FROM needed_pairs
+LEFT JOIN place_imports ON place_imports.area = needed_pairs.area AND place_imports.category = needed_pairs.category
+WHERE needed_pairs.campaigns > 0 AND {pair_state("place_imports")} = 'missing'
+GROUP BY needed_pairs.block
+"""
+CREATE_CAMPAIGN_BLOCK_PAIRS = f"""
+CREATE TEMP TABLE block_pairs AS
+SELECT block, count(*) AS pairs FROM (
+    SELECT DISTINCT ca.block, ca.area, cc.category {CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
+) AS missing
+GROUP BY block
 """
 
 LINE_TOTALS = "SELECT count(*), coalesce(sum(pairs), 0) FROM new_line"
@@ -106,20 +124,12 @@ COMING_PAIRS = "SELECT count(*) FROM place_imports WHERE release = $requested AN
 # several accounts need takes its best place.
 LINE_UP = """
 CREATE TEMP TABLE new_line AS
-WITH account_blocks AS (
-    SELECT block, account_id, min(first_of) AS first_of, min(oldest_campaign) AS oldest_campaign
-    FROM missing_demand GROUP BY block, account_id
-),
-turns AS (
+WITH turns AS (
     SELECT block, account_id, first_of IS NOT NULL AS first_block,
            row_number() OVER (
                PARTITION BY account_id ORDER BY first_of IS NULL, coalesce(first_of, oldest_campaign), block
            ) AS turn
-    FROM account_blocks
-),
-block_pairs AS (
-    SELECT block, count(*) AS pairs FROM (SELECT DISTINCT block, area, category FROM missing_demand) AS pairs
-    GROUP BY block
+    FROM missing_demand
 )
 SELECT turns.block, min(turn) AS turn, bool_or(first_block) AS first_block, min(account_id) AS account_id,
        min(block_pairs.pairs) AS pairs
@@ -195,7 +205,10 @@ ORDER BY c.id
 """
 LINE_SUMMARY = "SELECT count(*), coalesce(sum(pairs), 0) FROM import_line"
 
-NEEDS_MISSING = "SELECT DISTINCT area, category FROM missing_demand ORDER BY area, category"
+NEEDS_MISSING = f"""
+SELECT DISTINCT ca.area, cc.category {CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
+ORDER BY ca.area, cc.category
+"""
 NEEDS_COMING = f"""
 SELECT DISTINCT ca.area {CAMPAIGN_PAIRS}
 AND place_imports.release = $requested AND place_imports.imported_at > $coming_after
@@ -601,8 +614,8 @@ PLACE_NAME_COLUMNS = "query, display_name, lat, lng, looked_up_at"
 # What every active campaign needs, counted per pair, and how many pairs that is: the store's own migration.
 # Stamped 1970: the first coverage count looks at every place_imports row instead.
 COUNT_NEEDED_PAIRS = """
-INSERT INTO needed_pairs (area, category, campaigns, changed_at)
-SELECT ca.area, cc.category, count(*), TIMESTAMPTZ '1970-01-01 00:00:00+00'
+INSERT INTO needed_pairs (area, category, block, campaigns, changed_at)
+SELECT ca.area, cc.category, min(ca.block), count(*), TIMESTAMPTZ '1970-01-01 00:00:00+00'
 FROM campaigns AS c
 JOIN campaign_areas AS ca ON ca.campaign_id = c.id
 JOIN campaign_categories AS cc ON cc.campaign_id = c.id
@@ -619,8 +632,8 @@ UNION ALL SELECT unnest($states::TEXT[]), 0
 # ($every_area false: a location just added). Returns each pair's count after: 1 after a start, or 0 after a
 # stop, is a pair the fleet starts or stops needing. Sorted, so that two writers lock shared pairs in one order.
 CHANGE_NEEDED_PAIRS = """
-INSERT INTO needed_pairs (area, category, campaigns, changed_at)
-SELECT ca.area, cc.category, $change, $changed_at
+INSERT INTO needed_pairs (area, category, block, campaigns, changed_at)
+SELECT ca.area, cc.category, ca.block, $change, $changed_at
 FROM campaign_areas AS ca JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id
 WHERE ca.campaign_id = $campaign_id AND ($every_area OR ca.area IN (SELECT unnest($areas::TEXT[])))
 ORDER BY ca.area, cc.category
@@ -632,9 +645,10 @@ CHANGE_NEEDED_TOTAL = "UPDATE coverage_counts SET pairs = pairs + $change WHERE 
 
 # A pair's place_imports row deleted or dated back, which its imported_at does not show. A pair nobody needs gets
 # a row at 0 rather than a lookup first: sorted, like the others, so that no two writers deadlock.
-TOUCH_NEEDED_PAIRS = f"""
-INSERT INTO needed_pairs (area, category, campaigns, changed_at)
-SELECT area, category, 0, $changed_at FROM {PAIRS} AS touched
+TOUCH_NEEDED_PAIRS = """
+INSERT INTO needed_pairs (area, category, block, campaigns, changed_at)
+SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category, unnest($blocks::TEXT[]), 0,
+       $changed_at
 ORDER BY area, category
 ON CONFLICT (area, category) DO UPDATE SET changed_at = excluded.changed_at
 """
@@ -660,10 +674,11 @@ WHERE imported_at >= $since
    OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
 """
 
-# Each recounted pair's state as counted (was) and now (NULL: not needed, or never asked for).
+# Each recounted pair's state and row as counted (was_*) and now (state NULL: not needed, or never asked for).
 CREATE_RESTATED = f"""
 CREATE TEMP TABLE restated AS
-SELECT recount.area, recount.category, coverage_pairs.state AS was,
+SELECT recount.area, recount.category, coverage_pairs.state AS was, coverage_pairs.release AS was_release,
+       coverage_pairs.imported_at AS was_imported_at,
        CASE WHEN needed_pairs.campaigns > 0 AND place_imports.release IS NOT NULL
             THEN {pair_state("place_imports")} END AS state,
        place_imports.release, place_imports.imported_at
@@ -693,7 +708,9 @@ WHERE coverage_pairs.area = restated.area AND coverage_pairs.category = restated
 
 KEEP_RESTATED = """
 INSERT INTO coverage_pairs (area, category, state, release, imported_at)
-SELECT area, category, state, release, imported_at FROM restated WHERE state IS NOT NULL
+SELECT area, category, state, release, imported_at FROM restated
+WHERE state IS NOT NULL
+  AND (was IS NULL OR state <> was OR release <> was_release OR imported_at <> was_imported_at)
 ON CONFLICT (area, category) DO UPDATE
 SET state = excluded.state, release = excluded.release, imported_at = excluded.imported_at
 """

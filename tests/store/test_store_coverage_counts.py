@@ -111,7 +111,9 @@ def _apply(store: Store, operation: tuple, now: datetime, stamps: list[datetime]
         stamp = stamps.pop(args[0] % len(stamps))
         pairs = store.marks_stamped(stamp)
         if kind == "land" and pairs:
-            record_release(store, pairs, now)
+            # A reservation's stamp spans its runs: each lands on its own, as its run writes it.
+            for area, category in pairs:
+                record_release(store, [(area, category)], now)
         elif kind == "fail":
             store.mark_failed(pairs, stamp, now)
         else:

@@ -54,6 +54,8 @@ def _replace_everything(store: Store, campaigns: list[Targeting], rows: list[Pla
         # The earlier examples' campaigns are paused rather than deleted: DuckDB refuses to delete a row that
         # rows deleted in the same transaction referred to. Paused campaigns need nothing.
         tx.run("UPDATE campaigns SET status = 'paused'")
+        # What pausing them through the store also does: no pair is needed by them any more.
+        tx.run("UPDATE needed_pairs SET campaigns = 0")
         tx.run("DELETE FROM place_imports")
         if rows:
             tx.run(
