@@ -122,7 +122,9 @@ def test_the_index_is_built_once_and_reused_across_calls_and_processes(sample_ro
 
 
 @pytest.mark.parametrize("release", [CURRENT, PREVIOUS])
-def test_the_index_holds_what_the_footers_say(sample_root, tmp_path, release):
+@pytest.mark.parametrize("tail", [release_index.TAIL_BYTES, 1024], ids=["footer in the tail", "footer past the tail"])
+def test_the_index_holds_what_the_footers_say(sample_root, tmp_path, monkeypatch, release, tail):
+    monkeypatch.setattr(release_index, "TAIL_BYTES", tail)
     index, cost = build_index(sample_root, release, tmp_path)
     files = _files(sample_root, release)
     assert index.files == tuple(str(f) for f in files)
