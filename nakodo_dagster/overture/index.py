@@ -29,6 +29,7 @@ rebuilds the index.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import datetime as dt
 import hashlib
 import os
@@ -64,6 +65,8 @@ INDEX_VERSION = "3"
 FETCH_WORKERS = 128
 # Footers are decoded and files' row groups decoded on threads while the requests are out.
 DECODE_WORKERS = 4
+# Row groups decoded at once as their pieces land: enough that a call's own cost is small beside the decoding.
+DECODE_BATCH_ROW_GROUPS = 8
 # The folder of release indexes' name, beside a DuckDB store or in the user's cache.
 INDEX_FOLDER_NAME = "overture_index"
 # Parquet footers are read from the end. Overture's run to about 1.4 MB (256 row groups of some fifty columns): a
@@ -507,11 +510,6 @@ def plan_requests(chunks: Sequence[tuple[int, int, int, int]]) -> list[tuple[int
     return requests
 
 
-def fetch_plan(index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]) -> list[tuple[int, int, int]]:
-    """The (file number, offset, length) range requests that fetch the wanted columns of these index rows."""
-    return plan_requests(index.chunks(rows, columns))
-
-
 def read_row_groups(
     root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
 ) -> tuple[pa.Table, FetchStats]:
@@ -519,49 +517,88 @@ def read_row_groups(
     return _run(_read_row_groups(root, index, rows, columns))
 
 
+def _waits(
+    requests: Sequence[tuple[int, int, int]], chunks: Sequence[tuple[int, int, int, int]]
+) -> list[list[tuple[int, int]]]:
+    """For each request, the (file number, row group) it carries bytes of: those whose wanted chunks' span it meets.
+
+    A request inside a read-through hole of a row group's span counts too: a row group then waits for a request
+    it did not need, never decodes before one it did.
+    """
+    spans: dict[tuple[int, int], list[int]] = {}
+    for file_number, group, offset, length in chunks:
+        span = spans.setdefault((file_number, group), [offset, offset + length])
+        span[0], span[1] = min(span[0], offset), max(span[1], offset + length)
+    by_file: dict[int, list[tuple[int, int, int]]] = {}
+    for (file_number, group), (start, end) in sorted(spans.items(), key=lambda item: (item[0][0], item[1][0])):
+        by_file.setdefault(file_number, []).append((start, end, group))
+    starts = {file_number: [start for start, _, _ in groups] for file_number, groups in by_file.items()}
+    waits = []
+    for file_number, offset, length in requests:
+        groups = by_file[file_number]
+        # Row groups' spans do not overlap and are sorted: the first that may meet the request, then onwards.
+        i = max(0, bisect.bisect_right(starts[file_number], offset) - 1)
+        met = []
+        while i < len(groups) and groups[i][0] < offset + length:
+            if groups[i][1] > offset:
+                met.append((file_number, groups[i][2]))
+            i += 1
+        waits.append(met)
+    return waits
+
+
 async def _read_row_groups(
     root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
 ) -> tuple[pa.Table, FetchStats]:
     source = _Objects(root)
-    requests = fetch_plan(index, rows, columns)
-    groups = index.groups(rows)
+    chunks = index.chunks(rows, columns)
+    requests = plan_requests(chunks)
+    waits = _waits(requests, chunks)
+    pending = Counter(key for met in waits for key in met)
+    unready = Counter(file_number for file_number, _ in pending)
+    ready: dict[int, list[int]] = {}
     # Each file is decoded from one buffer of its full size: only the fetched pages are ever touched (the rest is
     # never committed), and Arrow reads it natively instead of through a Python file object.
     buffers: dict[int, np.ndarray] = {}
-    waiting = Counter(file_number for file_number, _, _ in requests)
 
-    def decode(file_number: int, footer: pq.FileMetaData) -> pa.Table:
+    def decode(file_number: int, groups: list[int], footer: pq.FileMetaData) -> pa.Table:
         buffer = buffers.get(file_number, np.zeros(0, dtype=np.uint8))
         reader = pq.ParquetFile(pa.BufferReader(pa.py_buffer(buffer)), metadata=footer)
         leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
-        return reader.read_row_groups(groups.get(file_number, []), columns=[c for c in leaves if columns(c)])
+        return reader.read_row_groups(groups, columns=[c for c in leaves if columns(c)])
 
-    async def fetch(file_number: int, offset: int, length: int) -> tuple[int, int, memoryview]:
+    async def fetch(number: int, file_number: int, offset: int, length: int) -> tuple[int, int, int, memoryview]:
         data = await source.read(index.files[file_number], offset, length, index.versions[file_number])
-        return file_number, offset, data
+        return number, file_number, offset, data
 
     loop = asyncio.get_running_loop()
     with ThreadPoolExecutor(DECODE_WORKERS) as pool:
         # Footers are parsed while the requests are out, not after they land (tens of milliseconds a file).
-        footers = {f: loop.run_in_executor(pool, index.footer, f) for f in groups}
+        footers = {f: loop.run_in_executor(pool, index.footer, f) for f in unready}
 
-        async def decoded(file_number: int) -> pa.Table:
-            return await loop.run_in_executor(pool, decode, file_number, await footers[file_number])
+        async def decoded(file_number: int, groups: list[int]) -> pa.Table:
+            return await loop.run_in_executor(pool, decode, file_number, groups, await footers[file_number])
 
-        tables: dict[int, asyncio.Task[pa.Table]] = {}
-        fetches = [asyncio.ensure_future(fetch(*request)) for request in requests]
+        tables: dict[tuple[int, int], asyncio.Future[pa.Table]] = {}
+        fetches = [asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(requests)]
         try:
-            # A file is decoded as soon as its last piece lands, while the other files' requests are still out.
+            # Row groups are decoded in batches as their last pieces land, while later requests are still out.
             for done in asyncio.as_completed(fetches):
-                file_number, offset, data = await done
+                number, file_number, offset, data = await done
                 if file_number not in buffers:
                     buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
                 buffers[file_number][offset : offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
-                waiting[file_number] -= 1
-                if not waiting[file_number]:
-                    tables[file_number] = asyncio.ensure_future(decoded(file_number))
+                for key in waits[number]:
+                    pending[key] -= 1
+                    if not pending[key]:
+                        ready.setdefault(key[0], []).append(key[1])
+                        unready[key[0]] -= 1
+                batch = ready.get(file_number, [])
+                if batch and (len(batch) >= DECODE_BATCH_ROW_GROUPS or not unready[file_number]):
+                    groups = sorted(ready.pop(file_number))
+                    tables[file_number, groups[0]] = asyncio.ensure_future(decoded(file_number, groups))
             # No row group meets the box: file 0 still gives the columns' types, for an empty table.
-            decoded_tables = [await tables[f] for f in sorted(tables)] or [decode(0, index.footer(0))]
+            decoded_tables = [await tables[key] for key in sorted(tables)] or [decode(0, [], index.footer(0))]
         finally:
             for task in (*fetches, *tables.values()):
                 task.cancel()

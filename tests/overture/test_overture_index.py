@@ -23,7 +23,6 @@ from nakodo_dagster.overture.index import (
     StaleIndex,
     arrow_reads_past_chunks,
     build_index,
-    fetch_plan,
     index_folder,
     index_path,
     load_index,
@@ -82,7 +81,7 @@ def test_the_index_on_s3_reads_what_duckdb_reads_with_only_range_requests(s3_roo
     west, south, east, north = run.bbox
     rows = index.intersecting(south, north, longitude_ranges(west, east))
     chunks = index.chunks(rows, query_column)
-    assert again.stats.requests == len(fetch_plan(index, rows, query_column))
+    assert again.stats.requests == len(plan_requests(chunks))
     needed = sum(length for *_, length in chunks)
     assert needed <= again.stats.bytes_read <= (1 + HOLE_BUDGET) * needed
     assert first.stats.requests >= 4 + again.stats.requests
@@ -222,6 +221,12 @@ def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_rang
         assert any(f == file_number and o <= offset and offset + length <= o + n for f, o, n in requests)
     needed = sum(length for *_, length in chunks)
     assert needed <= sum(n for *_, n in requests) <= (1 + HOLE_BUDGET) * needed
+    # A row group waits for every request that carries bytes of one of its chunks.
+    waits = release_index._waits(requests, chunks)
+    for file_number, group, offset, length in chunks:
+        for (f, o, n), met in zip(requests, waits, strict=True):
+            if f == file_number and o < offset + length and offset < o + n:
+                assert (file_number, group) in met
     # Some holes were read through: fewer requests than runs of adjacent chunks.
     runs = sum(1 for i, c in enumerate(chunks) if i == 0 or chunks[i - 1][0] != c[0] or sum(chunks[i - 1][2:]) != c[2])
     assert len(requests) < runs
