@@ -48,6 +48,9 @@ CATEGORIES = ("bakery", "cafe", "restaurant")
 PARIS = (48.8566, 2.3522)
 # The country of the Overture-scale setting, as the issue measured it.
 OVERTURE_COUNTRY = "FR"
+# A 4 x 4 block whose box meets about as many row groups as the block the issue measured (29, in Overture's own
+# release): this sample's Paris is ten times denser than that.
+SPARSE_BLOCK = ("Reykjavik", 64.0, -22.0)
 # The issue's shape of a big campaign: 200 km, 5 categories.
 RADIUS_KM = 200
 SEARCH_CATEGORIES = ("bakery", "cafe", "pub", "restaurant", "hotel")
@@ -190,8 +193,14 @@ def measure_readers(args: argparse.Namespace, work: Path, local_root: Path) -> d
 def overture_cases() -> dict[str, dict]:
     """The Overture-scale setting's reads: case (a)'s block and a whole country."""
     country = country_area(OVERTURE_COUNTRY)
+    name, lat0, lng0 = SPARSE_BLOCK
+    sparse = {c.key: c for c in (cell(lat0 + i / 2, lng0 + j / 2) for i in range(4) for j in range(4))}
     return {
         "block": {"title": cases()["a"]["title"], "runs": cases()["a"]["runs"]},
+        "sparse block": {
+            "title": f"one 4 x 4 block ({name}), 3 categories",
+            "runs": import_runs({key: list(CATEGORIES) for key in sparse}, sparse),
+        },
         "country": {
             "title": f"one country ({OVERTURE_COUNTRY}), 3 categories",
             "runs": [

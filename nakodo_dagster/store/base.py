@@ -761,9 +761,13 @@ class Store(ABC):
             everything = searched_through is None or searched_targeting != targeting_text or businesses is None
             since = _EVER if everything else searched_through
             landed = tx.rows(sql.LANDED_PAIRS, campaign_id=campaign_id, since=since, requested=REQUESTED)
-            added = self._add_found(tx, campaign_id, targeting_from_json(targeting_text), landed, now) if landed else 0
-            # Counted in full only when the search was: a big campaign's count is most of a search with nothing new.
-            total = tx.rows(sql.COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses + added
+            # Counted in full only when the search is: a big campaign's count is most of a search with nothing new.
+            # Only searches add businesses, one at a time per campaign: what it holds now plus what this one adds
+            # is its total.
+            held = tx.rows(sql.COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses
+            targeting = targeting_from_json(targeting_text)
+            added = self._add_found(tx, campaign_id, targeting, landed, now, held > 0) if landed else 0
+            total = held + added
             tx.run(
                 sql.RECORD_SEARCH,
                 campaign_id=campaign_id,
@@ -777,7 +781,7 @@ class Store(ABC):
         return self._transact(work)
 
     def _add_found(
-        self, tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime
+        self, tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime, holds: bool
     ) -> int:
         points = [loc for loc in targeting.locations if isinstance(loc, PointLocation)]
         point_params = {
@@ -786,7 +790,7 @@ class Store(ABC):
             for name, value in (("lat", point.lat), ("lng", point.lng), ("radius", float(point.radius_km)))
         }
         return tx.written(
-            sql.add_found_businesses(len(points), self._BYTE_ORDER),
+            sql.add_found_businesses(len(points), self._BYTE_ORDER, holds),
             **point_params,
             areas=[area for area, _, _ in pairs],
             categories=[category for _, category, _ in pairs],

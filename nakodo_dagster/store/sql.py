@@ -406,7 +406,7 @@ def haversine_km(point: int) -> str:
         + cos(radians(p.lat)) * cos(radians({lat})) * power(sin(radians({lng} - p.lng) / 2), 2))))"""
 
 
-def add_found_businesses(points: int, byte_order: str) -> str:
+def add_found_businesses(points: int, byte_order: str, holds: bool) -> str:
     """Add the landed pairs' places the campaign wants and has not got to campaign_businesses, in one statement.
 
     Distance to the nearest point location whose radius holds the place, in one pass over the places: one term
@@ -419,8 +419,13 @@ def add_found_businesses(points: int, byte_order: str) -> str:
     searches of one campaign take turns (``Store._SEARCH_SETUP``), so what another added is committed and
     skipped by the anti-join. Unordered: results are sorted when read, and sorting them here cost a second.
     ``byte_order`` is the collation clause that makes the window's sort on place ids compare bytes (equal ids are
-    equal bytes in either collation, so the choice is the same).
+    equal bytes in either collation, so the choice is the same). Without ``holds`` (the campaign has no business
+    yet) the anti-join with what it holds is left out: a first search would probe the primary key once per place.
     """
+    held = """
+    AND NOT EXISTS (
+        SELECT 1 FROM campaign_businesses AS b WHERE b.campaign_id = $campaign_id AND b.place_id = ranked.id
+    )"""
     km = ", ".join(f"{haversine_km(i)} AS km_{i}" for i in range(points))
     within = ", ".join(f"CASE WHEN km_{i} <= $radius_{i} THEN km_{i} END" for i in range(points))
     return f"""
@@ -448,9 +453,7 @@ ranked AS (
 )
 SELECT $campaign_id, id, name, category, lat, lng, distance_km, address, websites, phones, country, $now
 FROM ranked
-WHERE choice = 1 AND NOT EXISTS (
-    SELECT 1 FROM campaign_businesses AS b WHERE b.campaign_id = $campaign_id AND b.place_id = ranked.id
-)
+WHERE choice = 1{held if holds else ""}
 """
 
 
