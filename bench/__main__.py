@@ -1,6 +1,7 @@
 """``python -m bench``: build a release shaped like Overture's, serve it from S3 on loopback behind a latency, and
-measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); a
-campaign's search over a million loaded places (search); both sensors' ticks at 100 to 10,000 campaigns and the
+measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); the
+same at Overture's scale, millions of places, against a pyarrow dataset in turn (overture); a campaign's search over
+a million loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the
 search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon (daemon); a
 new account's wait for its first businesses behind another account's backlog (fleet).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
@@ -8,6 +9,7 @@ new account's wait for its first businesses behind another account's backlog (fl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -25,7 +28,7 @@ from moto.server import ThreadedMotoServer
 
 from bench.daemon import measure_daemon
 from bench.fleet import measure_fleet
-from bench.policy import measure_search_pace, measure_ticks
+from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
 from bench.report import write_results
 from bench.search import measure_search
@@ -38,9 +41,16 @@ HERE = Path(__file__).parent
 BUCKET = "nakodo-bench"
 PREFIX = "release"
 READERS = ("index", "duckdb", "pyarrow")
+# The naive DuckDB reader takes minutes a read at this scale and is left out.
+OVERTURE_READERS = ("index", "pyarrow")
 CATEGORIES = ("bakery", "cafe", "restaurant")
 # Paris: dense enough that a block holds many row groups, as a city block does in Overture.
 PARIS = (48.8566, 2.3522)
+# The country of the Overture-scale setting, as the issue measured it.
+OVERTURE_COUNTRY = "FR"
+# A 4 x 4 block whose box meets about as many row groups as the block the issue measured (29, in Overture's own
+# release): this sample's Paris is ten times denser than that.
+SPARSE_BLOCK = ("Reykjavik", 64.0, -22.0)
 # The issue's shape of a big campaign: 200 km, 5 categories.
 RADIUS_KM = 200
 SEARCH_CATEGORIES = ("bakery", "cafe", "pub", "restaurant", "hotel")
@@ -106,21 +116,38 @@ def run_worker(spec: dict, proxy: LatencyProxy) -> dict:
     return json.loads(output.stdout.splitlines()[-1]) | {"requests": traffic.requests, "bytes": traffic.bytes}
 
 
-def floor_bytes(index_dir: Path, root: str, runs: list[ImportRun]) -> int:
-    """The bytes no reader can avoid: the query's columns of the row groups whose statistics meet each box."""
+def floor(index_dir: Path, runs: list[ImportRun]) -> tuple[int, int]:
+    """The bytes no reader can avoid (the query's columns of the row groups whose statistics meet each box) and
+    those row groups' number."""
     index = load_index(next(index_dir.rglob(f"{DEFAULT_RELEASE}.parquet")))
-    total = 0
+    total = groups = 0
     for run in runs:
         west, south, east, north = run.bbox
         rows = index.intersecting(south, north, longitude_ranges(west, east))
         total += sum(length for *_, length in index.chunks(rows, query_column))
-    return total
+        groups += len(rows)
+    return total, groups
 
 
-PARTS = ("readers", "search", "policy", "daemon", "fleet")
+@contextlib.contextmanager
+def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) -> Iterator[tuple[str, LatencyProxy]]:
+    """The release on a loopback S3 server behind the latency proxy: its s3:// root and the proxy."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        root = serve(local_root, server)
+        bandwidth = bandwidth_mbps * 1e6 if bandwidth_mbps else None
+        with LatencyProxy(server.get_host_and_port(), latency_ms / 1000, bandwidth) as proxy:
+            yield root, proxy
+    finally:
+        server.stop()
+
+
+PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
+    "overture": ("overture",),
     "search": ("search",),
     "policy": ("sensors", "search_runs"),
     "daemon": ("daemon",),
@@ -145,29 +172,88 @@ def _parts(text: str) -> list[str]:
 
 def measure_readers(args: argparse.Namespace, work: Path, local_root: Path) -> dict:
     """Cases (a) to (c): the release served from S3 on loopback behind the latency proxy, each reader in turn."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        root = serve(local_root, server)
-        bandwidth = args.bandwidth_mbps * 1e6 if args.bandwidth_mbps else None
-        with LatencyProxy(server.get_host_and_port(), args.latency_ms / 1000, bandwidth) as proxy:
-            index_dir = work / "index"
-            shutil.rmtree(index_dir, ignore_errors=True)
-            base = {"root": root, "release": DEFAULT_RELEASE, "index_dir": str(index_dir)}
-            print("index build ...", flush=True)
-            build = run_worker(base | {"reader": "build", "runs": []}, proxy)
-            measured = {}
-            for name, case in cases().items():
-                runs = case["runs"]
-                figures = {"title": case["title"], "runs": len(runs), "floor_bytes": floor_bytes(index_dir, root, runs)}
-                for reader in READERS:
-                    print(f"case ({name}) {reader} ...", flush=True)
-                    spec = base | {"reader": reader, "runs": [run.payload() for run in runs]}
-                    figures[reader] = [run_worker(spec, proxy) for _ in range(args.repeat)]
-                measured[name] = figures
-    finally:
-        server.stop()
+    with served(local_root, args.latency_ms, args.bandwidth_mbps) as (root, proxy):
+        index_dir = work / "index"
+        shutil.rmtree(index_dir, ignore_errors=True)
+        base = {"root": root, "release": DEFAULT_RELEASE, "index_dir": str(index_dir)}
+        print("index build ...", flush=True)
+        build = run_worker(base | {"reader": "build", "runs": []}, proxy)
+        measured = {}
+        for name, case in cases().items():
+            runs = case["runs"]
+            figures = {"title": case["title"], "runs": len(runs), "floor_bytes": floor(index_dir, runs)[0]}
+            for reader in READERS:
+                print(f"case ({name}) {reader} ...", flush=True)
+                spec = base | {"reader": reader, "runs": [run.payload() for run in runs]}
+                figures[reader] = [run_worker(spec, proxy) for _ in range(args.repeat)]
+            measured[name] = figures
     return {"index_build": build, "cases": measured}
+
+
+def overture_cases() -> dict[str, dict]:
+    """The Overture-scale setting's reads: case (a)'s block and a whole country."""
+    country = country_area(OVERTURE_COUNTRY)
+    name, lat0, lng0 = SPARSE_BLOCK
+    sparse = {c.key: c for c in (cell(lat0 + i / 2, lng0 + j / 2) for i in range(4) for j in range(4))}
+    return {
+        "block": {"title": cases()["a"]["title"], "runs": cases()["a"]["runs"]},
+        "sparse block": {
+            "title": f"one 4 x 4 block ({name}), 3 categories",
+            "runs": import_runs({key: list(CATEGORIES) for key in sparse}, sparse),
+        },
+        "country": {
+            "title": f"one country ({OVERTURE_COUNTRY}), 3 categories",
+            "runs": [
+                ImportRun(
+                    (country.key,),
+                    CATEGORIES,
+                    country.bbox,
+                    OVERTURE_COUNTRY,
+                    tuple((country.key, c) for c in CATEGORIES),
+                )
+            ],
+        },
+    }
+
+
+def measure_overture(args: argparse.Namespace, work: Path) -> dict:
+    """The issue's setting: millions of places in 16 files of 256 row groups behind a fixed latency; the index
+    built afresh in several fresh processes, then each read by this project and by a pyarrow dataset in turn."""
+    local_root = release(work, args.overture_rows)
+    with served(local_root, args.latency_ms, None) as (root, proxy):
+        index_dir = work / "overture_index"
+        base = {"root": root, "release": DEFAULT_RELEASE, "index_dir": str(index_dir)}
+        builds = []
+        for number in range(args.overture_repeat):
+            print(f"overture: index build {number + 1} ...", flush=True)
+            shutil.rmtree(index_dir, ignore_errors=True)
+            builds.append(run_worker(base | {"reader": "build", "runs": []}, proxy))
+        measured = {}
+        for name, case in overture_cases().items():
+            runs = case["runs"]
+            floor_total, floor_groups = floor(index_dir, runs)
+            figures: dict = {"title": case["title"], "floor_bytes": floor_total, "floor_row_groups": floor_groups}
+            figures |= {reader: [] for reader in OVERTURE_READERS}
+            # In turn, so that the machine's other work weighs on both readers alike.
+            for number in range(args.overture_repeat):
+                for reader in OVERTURE_READERS:
+                    print(f"overture: {name} {reader} {number + 1} ...", flush=True)
+                    spec = base | {"reader": reader, "runs": [run.payload() for run in runs]}
+                    figures[reader].append(run_worker(spec, proxy))
+            measured[name] = figures
+    return {
+        "overture": {
+            "rows": args.overture_rows,
+            "files": 16,
+            "row_groups_per_file": 256,
+            "release_bytes": sum(p.stat().st_size for p in local_root.rglob("*.parquet")),
+            "latency_ms": args.latency_ms,
+            "repeat": args.overture_repeat,
+            "load_before": os.getloadavg(),
+            "index_build": builds,
+            "cases": measured,
+        }
+    }
 
 
 def measure_policy(args: argparse.Namespace, work: Path, local_root: Path) -> dict:
@@ -200,6 +286,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency-ms", type=float, default=40.0, help="added to every HTTP request (default 40)")
     parser.add_argument("--bandwidth-mbps", type=float, default=None, help="per-request bandwidth cap, MB/s")
     parser.add_argument("--repeat", type=int, default=3, help="runs per reader and case; the median is reported")
+    parser.add_argument(
+        "--overture-rows", type=int, default=4_100_000, help="places in the Overture-scale release (4,100,000)"
+    )
+    parser.add_argument(
+        "--overture-repeat", type=int, default=5, help="fresh processes per read at Overture's scale; the median"
+    )
     parser.add_argument("--search-places", type=int, default=1_000_000, help="places loaded for case (d)")
     parser.add_argument("--search-repeat", type=int, default=3, help="campaigns searched in case (d); medians")
     parser.add_argument(
@@ -240,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     # The fleet reads no release: it is written only for the parts that do.
     local_root = None
-    if set(args.only) - {"fleet"}:
+    if set(args.only) & {"readers", "policy", "daemon"}:
         print(f"release of {args.rows:,} places ...", flush=True)
         local_root = release(work, args.rows)
     path = args.out / "results.json"
@@ -265,11 +357,17 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
     """The sections of results.json one part measures."""
     if part == "readers":
         return measure_readers(args, work, local_root)
+    if part == "overture":
+        return measure_overture(args, work)
     if part == "search":
-        print("case (d) search ...", flush=True)
-        return {
-            "search": measure_search(work, args.search_places, *PARIS, RADIUS_KM, SEARCH_CATEGORIES, args.search_repeat)
-        }
+        searches = {}
+        for backend in ("duckdb", "postgres"):
+            print(f"case (d) search on {backend} ...", flush=True)
+            with scratch_database(backend, args.postgres, work) as database:
+                searches[backend] = measure_search(
+                    database, args.search_places, *PARIS, RADIUS_KM, SEARCH_CATEGORIES, args.search_repeat
+                ) | {"load_before": os.getloadavg()}
+        return {"search": searches}
     if part == "policy":
         return measure_policy(args, work, local_root)
     if part == "daemon":
@@ -312,6 +410,7 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
             "bandwidth_mbps": args.bandwidth_mbps,
             "repeat": args.repeat,
         },
+        "overture": {"overture_rows": args.overture_rows, "overture_repeat": args.overture_repeat},
         "search": {"search_places": args.search_places, "search_repeat": args.search_repeat},
         "policy": {
             "campaigns": args.campaigns,

@@ -3,9 +3,10 @@
 The expensive part of reading Overture over HTTP is the Parquet footers (about 1.4 MB per file, 16 files), not
 the places a run keeps. The index reads each footer once per release and stores, per row group: the file, the
 row group's number and row count, its ``bbox`` statistics (xmin min, xmax max, ymin min, ymax max) and the byte
-range of every column chunk; plus each file's footer itself, which pyarrow needs to decode a row group. It lives
-in ``<folder>/<root-hash>/<release>.parquet`` (one index row group per release file, so a run loads only the
-footers of the files it touches), written aside and renamed into place, and every run and process reuses it.
+range of every column chunk as Arrow reads it; plus each file's footer itself, which pyarrow needs to decode a row
+group. It lives in ``<folder>/<root-hash>/<release>.parquet`` (one index row group per release file, so a run loads
+only the footers of the files it touches), written aside and renamed into place, and every run and process reuses
+it.
 The folder is ``OvertureResource.index`` (``NAKODO_OVERTURE_INDEX``); unset, ``index_folder`` puts it beside a
 DuckDB store or in the user's cache, never under the working folder.
 
@@ -28,9 +29,11 @@ rebuilds the index.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import datetime as dt
 import hashlib
 import os
+import re
 import struct
 import tempfile
 import threading
@@ -56,19 +59,24 @@ from nakodo_dagster.overture.duck import connect, is_s3, s3_settings
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
 
 # Bumped whenever the index's columns change: an index of another version is rebuilt, never misread.
-INDEX_VERSION = "2"
+INDEX_VERSION = "3"
 # Latency, not bandwidth, bounds a run over HTTP: enough requests in flight at once (each on a connection of its
-# own) that a block's requests go out in one round.
-FETCH_WORKERS = 64
+# own) that a block's requests go out in a round or two. S3 serves thousands of GETs a second per prefix.
+FETCH_WORKERS = 128
 # Footers are decoded and files' row groups decoded on threads while the requests are out.
 DECODE_WORKERS = 4
+# Row groups decoded at once as their pieces land: enough that a call's own cost is small beside the decoding.
+DECODE_BATCH_ROW_GROUPS = 8
 # The folder of release indexes' name, beside a DuckDB store or in the user's cache.
 INDEX_FOLDER_NAME = "overture_index"
-# Parquet footers are read from the end: 64 KiB gets small footers in one request, the length of large ones.
-TAIL_BYTES = 64 * 1024
+# Parquet footers are read from the end. Overture's run to about 1.4 MB (256 row groups of some fifty columns): a
+# 2 MiB tail gets one in the first round trip, and a longer one takes a second.
+TAIL_BYTES = 2 * 1024 * 1024
 # Reading a hole between two needed ranges costs bytes, a request beyond one per connection costs a round trip:
 # holes are read through, smallest first, until the requests fit the connections or they would add this share.
-HOLE_BUDGET = 0.4
+# Overture's needed columns sit between unneeded ones (geometry, sources, names' rules): a larger share reads those
+# too, and a round trip of 40 ms costs less than the bytes do on any link slower than loopback.
+HOLE_BUDGET = 0.08
 # A range this long is split across connections, so that one big read does not serialise on one connection.
 MIN_PIECE_BYTES = 1024 * 1024
 # Arrow's kMaxDictHeaderSize.
@@ -143,6 +151,13 @@ class _Objects:
             data = await result.bytes_async()
         self.stats.add(len(data))
         return bytes(data), result.meta["size"], result.meta["e_tag"] or ""
+
+    async def files(self, folder: str, suffix: str) -> list[str]:
+        """The files directly in a folder whose names end with ``suffix``, sorted, named as DuckDB's glob names them."""
+        async with self.slots:
+            listed = await obstore.list_with_delimiter_async(self.store, folder.removeprefix(self.prefix) + "/")
+        self.stats.add(0)
+        return sorted(self.prefix + item["path"] for item in listed["objects"] if item["path"].endswith(suffix))
 
     async def read(self, path: str, offset: int, length: int, version: str) -> memoryview:
         """``length`` bytes at ``offset`` of the file's ``version``; StaleIndex if the file changed or is gone.
@@ -345,8 +360,17 @@ def load_index(path: Path) -> ReleaseIndex | None:
 def build_index(root: str | Path, release: str, folder: str | Path) -> tuple[ReleaseIndex, FetchStats]:
     """Read every footer of the release once, store the index atomically, and return it with what it cost."""
     root = check_root(root)
-    with connect(root) as connection:
-        files = glob_files(connection, places_glob(root, release))
+    pattern = places_glob(root, release)
+    places_folder, _, name = pattern.rpartition("/")
+    try:
+        # Not DuckDB's glob on S3: loading httpfs costs more than the listing's round trip.
+        files = _run(_Objects(root).files(places_folder, name.removeprefix("*"))) if is_s3(root) else []
+    except (OSError, obstore.exceptions.BaseError):
+        files = []
+    if not files:
+        # DuckDB's glob lists a local folder, and says why a bucket cannot be listed.
+        with connect(root) as connection:
+            files = glob_files(connection, pattern)
     if not files:
         raise missing_release(root, release)
     source, tables = _run(_index_rows(root, files))
@@ -398,29 +422,61 @@ async def _footer(source: _Objects, path: str) -> tuple[bytes, int, str]:
 def _file_rows(path: str, footer: bytes, size: int, version: str) -> pa.Table:
     """One release file's index rows, read from its footer."""
     metadata = pq.read_metadata(pa.BufferReader(footer))
-    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
-    rows: dict[str, list] = {name: [] for name in _INDEX_SCHEMA.names}
-    for number in range(metadata.num_row_groups):
+    leaves = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    bbox_columns = [leaves.index(f"bbox.{name}") if f"bbox.{name}" in leaves else None for name in _BBOX_FIELDS]
+    groups = metadata.num_row_groups
+    # Every row group has every column, in the schema's order: the chunks' names repeat, only their ranges are read.
+    offsets = np.empty((groups, len(leaves)), dtype=np.int64)
+    lengths = np.empty((groups, len(leaves)), dtype=np.int64)
+    bounds: list[list[float | None]] = [[] for _ in _BBOX_FIELDS]
+    for number in range(groups):
         group = metadata.row_group(number)
-        bounds = []
-        for name, use_max in zip(_BBOX_FIELDS, (False, True, False, True), strict=True):
-            column = leaves.get(f"bbox.{name}")
-            stats = group.column(column).statistics if column is not None else None
-            bounds.append(
-                float(stats.max if use_max else stats.min) if stats is not None and stats.has_min_max else None
-            )
-        chunks = []
-        for i in range(group.num_columns):
+        for i in range(len(leaves)):
             chunk = group.column(i)
             start = chunk.data_page_offset
             # As Arrow computes a chunk's range: the dictionary page, when there is one, comes first.
             if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
                 start = chunk.dictionary_page_offset
-            chunks.append({"column": chunk.path_in_schema, "offset": start, "length": chunk.total_compressed_size})
-        values = (path, size, version, number, group.num_rows, *bounds, chunks, footer if number == 0 else None)
-        for name, value in zip(_INDEX_SCHEMA.names, values, strict=True):
-            rows[name].append(value)
-    return pa.table(rows, schema=_INDEX_SCHEMA)
+            offsets[number, i] = start
+            lengths[number, i] = chunk.total_compressed_size
+        if arrow_reads_past_chunks(metadata.created_by):
+            # Every byte Arrow reads of the chunk is a byte fetched.
+            lengths[number] = np.minimum(lengths[number] + ARROW_CHUNK_PADDING, size - offsets[number])
+        for values, column, use_max in zip(bounds, bbox_columns, (False, True, False, True), strict=True):
+            stats = group.column(column).statistics if column is not None else None
+            values.append(
+                float(stats.max if use_max else stats.min) if stats is not None and stats.has_min_max else None
+            )
+    chunk_fields = _INDEX_SCHEMA.field("chunks").type.value_type
+    chunks = pa.ListArray.from_arrays(
+        pa.array(np.arange(groups + 1, dtype=np.int32) * len(leaves)),
+        pa.StructArray.from_arrays(
+            [pa.array(leaves * groups, pa.string()), pa.array(offsets.ravel()), pa.array(lengths.ravel())],
+            fields=list(chunk_fields),
+        ),
+    )
+    columns = {
+        "file": [path] * groups,
+        "file_size": [size] * groups,
+        "file_version": [version] * groups,
+        "row_group": np.arange(groups, dtype=np.int32),
+        "rows": [metadata.row_group(number).num_rows for number in range(groups)],
+        **dict(zip(_BBOX_FIELDS, bounds, strict=True)),
+        "chunks": chunks,
+        "footer": [footer if number == 0 else None for number in range(groups)],
+    }
+    return pa.table(columns, schema=_INDEX_SCHEMA)
+
+
+def arrow_reads_past_chunks(created_by: str | None) -> bool:
+    """Whether Arrow reads ARROW_CHUNK_PADDING past each column chunk of a file its writer says it wrote: parquet-mr
+    before 1.2.9 understated the dictionary page in a chunk's length (PARQUET-816). Arrow's own rule: the
+    application must be parquet-mr, and a version it cannot read counts as 0.0.0."""
+    application, _, version = (created_by or "").partition(" version ")
+    if application != "parquet-mr":
+        return False
+    numbers = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
+    return (tuple(int(n or 0) for n in numbers.groups()) if numbers else (0, 0, 0)) < (1, 2, 9)
 
 
 def plan_requests(chunks: Sequence[tuple[int, int, int, int]]) -> list[tuple[int, int, int]]:
@@ -460,18 +516,6 @@ def plan_requests(chunks: Sequence[tuple[int, int, int, int]]) -> list[tuple[int
     return requests
 
 
-def fetch_plan(index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]) -> list[tuple[int, int, int]]:
-    """The (file number, offset, length) range requests that fetch the wanted columns of these index rows."""
-    # Arrow reads up to ARROW_CHUNK_PADDING past a column chunk of a file from parquet-mr before 1.2.9
-    # (PARQUET-816), whose lengths understate the dictionary page: fetching it always, every byte Arrow reads is
-    # a fetched byte.
-    padded = [
-        (file_number, group, offset, min(length + ARROW_CHUNK_PADDING, index.sizes[file_number] - offset))
-        for file_number, group, offset, length in index.chunks(rows, columns)
-    ]
-    return plan_requests(padded)
-
-
 def read_row_groups(
     root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
 ) -> tuple[pa.Table, FetchStats]:
@@ -479,49 +523,88 @@ def read_row_groups(
     return _run(_read_row_groups(root, index, rows, columns))
 
 
+def _waits(
+    requests: Sequence[tuple[int, int, int]], chunks: Sequence[tuple[int, int, int, int]]
+) -> list[list[tuple[int, int]]]:
+    """For each request, the (file number, row group) it carries bytes of: those whose wanted chunks' span it meets.
+
+    A request inside a read-through hole of a row group's span counts too: a row group then waits for a request
+    it did not need, never decodes before one it did.
+    """
+    spans: dict[tuple[int, int], list[int]] = {}
+    for file_number, group, offset, length in chunks:
+        span = spans.setdefault((file_number, group), [offset, offset + length])
+        span[0], span[1] = min(span[0], offset), max(span[1], offset + length)
+    by_file: dict[int, list[tuple[int, int, int]]] = {}
+    for (file_number, group), (start, end) in sorted(spans.items(), key=lambda item: (item[0][0], item[1][0])):
+        by_file.setdefault(file_number, []).append((start, end, group))
+    starts = {file_number: [start for start, _, _ in groups] for file_number, groups in by_file.items()}
+    waits = []
+    for file_number, offset, length in requests:
+        groups = by_file[file_number]
+        # Row groups' spans do not overlap and are sorted: the first that may meet the request, then onwards.
+        i = max(0, bisect.bisect_right(starts[file_number], offset) - 1)
+        met = []
+        while i < len(groups) and groups[i][0] < offset + length:
+            if groups[i][1] > offset:
+                met.append((file_number, groups[i][2]))
+            i += 1
+        waits.append(met)
+    return waits
+
+
 async def _read_row_groups(
     root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
 ) -> tuple[pa.Table, FetchStats]:
     source = _Objects(root)
-    requests = fetch_plan(index, rows, columns)
-    groups = index.groups(rows)
+    chunks = index.chunks(rows, columns)
+    requests = plan_requests(chunks)
+    waits = _waits(requests, chunks)
+    pending = Counter(key for met in waits for key in met)
+    unready = Counter(file_number for file_number, _ in pending)
+    ready: dict[int, list[int]] = {}
     # Each file is decoded from one buffer of its full size: only the fetched pages are ever touched (the rest is
     # never committed), and Arrow reads it natively instead of through a Python file object.
     buffers: dict[int, np.ndarray] = {}
-    waiting = Counter(file_number for file_number, _, _ in requests)
 
-    def decode(file_number: int, footer: pq.FileMetaData) -> pa.Table:
+    def decode(file_number: int, groups: list[int], footer: pq.FileMetaData) -> pa.Table:
         buffer = buffers.get(file_number, np.zeros(0, dtype=np.uint8))
         reader = pq.ParquetFile(pa.BufferReader(pa.py_buffer(buffer)), metadata=footer)
         leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
-        return reader.read_row_groups(groups.get(file_number, []), columns=[c for c in leaves if columns(c)])
+        return reader.read_row_groups(groups, columns=[c for c in leaves if columns(c)])
 
-    async def fetch(file_number: int, offset: int, length: int) -> tuple[int, int, memoryview]:
+    async def fetch(number: int, file_number: int, offset: int, length: int) -> tuple[int, int, int, memoryview]:
         data = await source.read(index.files[file_number], offset, length, index.versions[file_number])
-        return file_number, offset, data
+        return number, file_number, offset, data
 
     loop = asyncio.get_running_loop()
     with ThreadPoolExecutor(DECODE_WORKERS) as pool:
         # Footers are parsed while the requests are out, not after they land (tens of milliseconds a file).
-        footers = {f: loop.run_in_executor(pool, index.footer, f) for f in groups}
+        footers = {f: loop.run_in_executor(pool, index.footer, f) for f in unready}
 
-        async def decoded(file_number: int) -> pa.Table:
-            return await loop.run_in_executor(pool, decode, file_number, await footers[file_number])
+        async def decoded(file_number: int, groups: list[int]) -> pa.Table:
+            return await loop.run_in_executor(pool, decode, file_number, groups, await footers[file_number])
 
-        tables: dict[int, asyncio.Task[pa.Table]] = {}
-        fetches = [asyncio.ensure_future(fetch(*request)) for request in requests]
+        tables: dict[tuple[int, int], asyncio.Future[pa.Table]] = {}
+        fetches = [asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(requests)]
         try:
-            # A file is decoded as soon as its last piece lands, while the other files' requests are still out.
+            # Row groups are decoded in batches as their last pieces land, while later requests are still out.
             for done in asyncio.as_completed(fetches):
-                file_number, offset, data = await done
+                number, file_number, offset, data = await done
                 if file_number not in buffers:
                     buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
                 buffers[file_number][offset : offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
-                waiting[file_number] -= 1
-                if not waiting[file_number]:
-                    tables[file_number] = asyncio.ensure_future(decoded(file_number))
+                for key in waits[number]:
+                    pending[key] -= 1
+                    if not pending[key]:
+                        ready.setdefault(key[0], []).append(key[1])
+                        unready[key[0]] -= 1
+                batch = ready.get(file_number, [])
+                if batch and (len(batch) >= DECODE_BATCH_ROW_GROUPS or not unready[file_number]):
+                    groups = sorted(ready.pop(file_number))
+                    tables[file_number, groups[0]] = asyncio.ensure_future(decoded(file_number, groups))
             # No row group meets the box: file 0 still gives the columns' types, for an empty table.
-            decoded_tables = [await tables[f] for f in sorted(tables)] or [decode(0, index.footer(0))]
+            decoded_tables = [await tables[key] for key in sorted(tables)] or [decode(0, [], index.footer(0))]
         finally:
             for task in (*fetches, *tables.values()):
                 task.cancel()

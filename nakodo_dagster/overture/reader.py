@@ -50,7 +50,7 @@ from nakodo_dagster.overture.index import (
     read_row_groups,
 )
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
-from nakodo_dagster.placement import CELL_DEGREES, ImportRun
+from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
 
 # Overture publishes no single cut-off (its own examples go as high as 0.95 for "certainly exists") and sets a
 # closed place's confidence to 0. 0.5 keeps the places more likely to exist than not.
@@ -88,16 +88,16 @@ QUERY_COLUMNS: dict[str, frozenset[str] | None] = {
     "operating_status": None,
 }
 
-# The same rule as placement.format_degrees: -2 not -2.0, and 0 never -0.
-FORMAT_DEGREES_SQL = """
-CREATE TEMP MACRO format_degrees(v) AS
-    CASE WHEN v = 0 THEN '0' WHEN v = trunc(v) THEN CAST(CAST(v AS BIGINT) AS VARCHAR) ELSE CAST(v AS VARCHAR) END
-"""
-# The same rule as placement.cell_containing: rows clamped at the poles, columns wrapped at the antimeridian.
-_CELL_KEY = """
-    'cell:' || format_degrees(least(greatest(floor(lat / $cell), $first_row), $last_row) * $cell)
-    || ',' || format_degrees((((floor(lng / $cell) * $cell + 180) % 360) + 360) % 360 - 180)
-"""
+# The same rule as placement.cell_containing, as a cell's row and column numbers: rows clamped at the poles, columns
+# wrapped at the antimeridian. Numbers, not keys: a block's places are joined with its pairs' cells without formatting
+# a key per place, and each pair brings its own key.
+_CELL_ROW = "CAST(least(greatest(floor(lat / $cell), $first_row), $last_row) AS INTEGER)"
+_CELL_COLUMN = (
+    "CAST(((floor(lng / $cell) + $half_columns) % $columns + $columns) % $columns - $half_columns AS INTEGER)"
+)
+# (area, category, id) is unique: one row per place and matched category. Sorted by Arrow after the query rather than
+# by DuckDB in it, which carried every column of a block's rows through its sort at three times the cost.
+RESULT_ORDER = [("area", "ascending"), ("category", "ascending"), ("id", "ascending")]
 
 
 @dataclass(frozen=True)
@@ -155,10 +155,9 @@ def _read_with_duckdb(run: ImportRun, root: str | Path, release: str) -> tuple[p
         }
         schema = _schema_flavour(columns, release)
         sql, parameters = _query(run, schema, columns, "read_parquet($files)")
-        connection.execute(FORMAT_DEGREES_SQL)
         connection.execute("SET enable_profiling = 'no_output'")
         connection.execute("""SET custom_profiling_settings = '{"TOTAL_BYTES_READ": "true"}'""")
-        table = connection.execute(sql, parameters | {"files": files}).to_arrow_table().cast(PLACES_SCHEMA)
+        table = _result(connection.execute(sql, parameters | {"files": files}).to_arrow_table())
         bytes_read = json.loads(connection.get_profiling_information(format="json")).get("total_bytes_read")
         requests = (
             connection.execute("SELECT count(*) FROM duckdb_logs WHERE type = 'HTTP'").fetchone()[0] if remote else None
@@ -187,11 +186,14 @@ def _read_with_index(
     schema = _schema_flavour(columns, release)
     sql, parameters = _query(run, schema, columns, "places")
     with duckdb.connect() as connection:
-        connection.execute(FORMAT_DEGREES_SQL)
         connection.register("places", places)
-        table = connection.execute(sql, parameters).to_arrow_table().cast(PLACES_SCHEMA)
+        table = _result(connection.execute(sql, parameters).to_arrow_table())
     requests = None if spent[0].requests is None else sum(s.requests for s in spent)
     return table, schema, len(index.files), sum(s.bytes for s in spent), requests
+
+
+def _result(table: pa.Table) -> pa.Table:
+    return table.sort_by(RESULT_ORDER).cast(PLACES_SCHEMA)
 
 
 def _fetch(run: ImportRun, root: str, index: ReleaseIndex) -> tuple[pa.Table, FetchStats]:
@@ -248,14 +250,24 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
     if run.country_code:
         predicates.append("addresses[1].country = $country_code")
         parameters |= {"country_code": run.country_code, "country_area": run.areas[0]}
-        area = "$country_area"
+        located = "$country_area AS area"
+        same_area = "l.area = p.area"
+        pair_columns = ""
     else:
+        cells = [parse_area_key(area) for area, _ in run.pairs]
         parameters |= {
             "cell": CELL_DEGREES,
             "first_row": round(-90 / CELL_DEGREES),
             "last_row": round(90 / CELL_DEGREES) - 1,
+            "columns": round(360 / CELL_DEGREES),
+            "half_columns": round(180 / CELL_DEGREES),
+            # A cell's south-west corner: its row and column times CELL_DEGREES.
+            "pair_rows": [round(area.bbox[1] / CELL_DEGREES) for area in cells],
+            "pair_columns": [round(area.bbox[0] / CELL_DEGREES) for area in cells],
         }
-        area = _CELL_KEY
+        located = f"{_CELL_ROW} AS cell_row, {_CELL_COLUMN} AS cell_column"
+        same_area = "l.cell_row = p.cell_row AND l.cell_column = p.cell_column"
+        pair_columns = ", unnest($pair_rows::INTEGER[]) AS cell_row, unnest($pair_columns::INTEGER[]) AS cell_column"
     if schema == "current":
         category_columns = "taxonomy.primary AS taxonomy_primary, taxonomy.hierarchy AS hierarchy"
         match = "l.taxonomy_primary = p.category OR list_contains(l.hierarchy, p.category)"
@@ -280,8 +292,8 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
             FROM {source}
             WHERE {" AND ".join(predicates)}
         ),
-        located AS (SELECT *, {area} AS area FROM candidates),
-        pairs AS (SELECT unnest($pair_areas) AS area, unnest($pair_categories) AS category)
+        located AS (SELECT *, {located} FROM candidates),
+        pairs AS (SELECT unnest($pair_areas) AS area, unnest($pair_categories) AS category{pair_columns})
         SELECT
             l.id,
             l.name,
@@ -294,10 +306,9 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
             l.first_address.country AS country,
             l.websites,
             l.phones,
-            l.area
+            p.area
         FROM located AS l
-        JOIN pairs AS p ON l.area = p.area AND ({match})
-        ORDER BY l.area, p.category, l.id
+        JOIN pairs AS p ON {same_area} AND ({match})
     """
     return sql, parameters
 

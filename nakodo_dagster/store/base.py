@@ -122,6 +122,10 @@ class Transaction(ABC):
         return self._cursor.fetchall()
 
     @abstractmethod
+    def written(self, statement: str, **params: Any) -> int:
+        """Execute one INSERT, UPDATE or DELETE and return how many rows it wrote."""
+
+    @abstractmethod
     def load_incoming_places(self, places: pa.Table) -> None:
         """Bulk-load normalised rows (``sql.INCOMING_COLUMNS``, in order) into the temp table incoming_places."""
 
@@ -245,6 +249,11 @@ class Store(ABC):
 
     # Serialises migrators that reach the database at the same moment; None where the backend already does.
     _MIGRATION_LOCK: str | None = None
+    # Run first in a campaign's search ($campaign_id): where two searches of one campaign can overlap, they take
+    # turns, so that the second sees what the first added and inserts no business twice.
+    _SEARCH_SETUP: tuple[str, ...] = ()
+    # The collation clause under which place ids sort fastest (sql.add_found_businesses).
+    _BYTE_ORDER = ""
 
     @abstractmethod
     def _transact(self, work: Callable[[Transaction], T]) -> T:
@@ -819,6 +828,8 @@ class Store(ABC):
         campaign_id = check_id("campaign", campaign_id)
 
         def work(tx: Transaction) -> tuple[int, int]:
+            for statement in self._SEARCH_SETUP:
+                tx.run(statement, campaign_id=campaign_id)
             state = tx.rows(sql.SEARCH_STATE, campaign_id=campaign_id)
             if not state:
                 raise not_found("campaign", campaign_id)
@@ -826,9 +837,13 @@ class Store(ABC):
             everything = searched_through is None or searched_targeting != targeting_text or businesses is None
             since = _EVER if everything else searched_through
             landed = tx.rows(sql.LANDED_PAIRS, campaign_id=campaign_id, since=since, requested=REQUESTED)
-            added = self._add_found(tx, campaign_id, targeting_from_json(targeting_text), landed, now) if landed else 0
-            # Counted in full only when the search was: a big campaign's count is most of a search with nothing new.
-            total = tx.rows(sql.COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses + added
+            # Counted in full only when the search is: a big campaign's count is most of a search with nothing new.
+            # Only searches add businesses, one at a time per campaign: what it holds now plus what this one adds
+            # is its total.
+            held = tx.rows(sql.COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses
+            targeting = targeting_from_json(targeting_text)
+            added = self._add_found(tx, campaign_id, targeting, landed, now, held > 0) if landed else 0
+            total = held + added
             tx.run(
                 sql.RECORD_SEARCH,
                 campaign_id=campaign_id,
@@ -841,27 +856,25 @@ class Store(ABC):
 
         return self._transact(work)
 
-    @staticmethod
-    def _add_found(tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime) -> int:
+    def _add_found(
+        self, tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime, holds: bool
+    ) -> int:
         points = [loc for loc in targeting.locations if isinstance(loc, PointLocation)]
         point_params = {
             f"{name}_{i}": value
             for i, point in enumerate(points)
             for name, value in (("lat", point.lat), ("lng", point.lng), ("radius", float(point.radius_km)))
         }
-        tx.run(
-            sql.find_businesses(len(points)),
+        return tx.written(
+            sql.add_found_businesses(len(points), self._BYTE_ORDER, holds),
             **point_params,
             areas=[area for area, _, _ in pairs],
             categories=[category for _, category, _ in pairs],
             ranks=[rank for _, _, rank in pairs],
             countries=[loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)],
             campaign_id=campaign_id,
+            now=now,
         )
-        tx.run(sql.ADD_FOUND_BUSINESSES, campaign_id=campaign_id, now=now)
-        # What was not there before the insert; a search of the same campaign committing meanwhile (PostgreSQL)
-        # could have added some of them too, and both would count them.
-        return tx.rows(sql.COUNT_FOUND)[0][0]
 
     def search_progress(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> list[SearchProgress]:
         """Every active campaign's (or exactly these campaigns') areas by import state at ``now``, when real data

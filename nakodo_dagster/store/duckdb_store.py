@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -30,6 +31,10 @@ class StoreLocked(TimeoutError):
 
 
 class _DuckDBTransaction(Transaction):
+    def written(self, statement: str, **params: Any) -> int:
+        # DuckDB answers a write with one row: the count.
+        return self.rows(statement, **params)[0][0]
+
     def load_incoming_places(self, places: pa.Table) -> None:
         self._cursor.register("incoming_arrow", places)
         self._cursor.execute("INSERT INTO incoming_places SELECT * FROM incoming_arrow")

@@ -48,6 +48,10 @@ class _PostgresTransaction(Transaction):
     def run(self, statement: str, **params: Any) -> None:
         super().run(statement, **{name: _array_text(v) if isinstance(v, list) else v for name, v in params.items()})
 
+    def written(self, statement: str, **params: Any) -> int:
+        self.run(statement, **params)
+        return self._cursor.rowcount
+
     def load_incoming_places(self, places: pa.Table) -> None:
         options = pyarrow.csv.WriteOptions(include_header=False)
         for batch in places.to_batches(max_chunksize=_COPY_BATCH_ROWS):
@@ -63,6 +67,11 @@ class PostgresStore(Store):
 
     # Two first migrations at once would both create the same tables; the lock goes with the transaction.
     _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7214311950)"
+    # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit. The window's
+    # sort of a first search (600,000 places) fits in memory instead of spilling to disk.
+    _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", "SET LOCAL work_mem = '256MB'")
+    # Text under a libc collation sorts by strcoll and without abbreviated keys; under "C", by its bytes.
+    _BYTE_ORDER = ' COLLATE "C"'
 
     def __init__(self, url: str) -> None:
         self.url = url

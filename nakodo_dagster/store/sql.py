@@ -405,18 +405,32 @@ def haversine_km(point: int) -> str:
         + cos(radians(p.lat)) * cos(radians({lat})) * power(sin(radians({lng} - p.lng) / 2), 2))))"""
 
 
-def find_businesses(points: int) -> str:
-    """The landed pairs' places the campaign wants and has not got, into the temp table found_businesses.
+def add_found_businesses(points: int, byte_order: str, holds: bool) -> str:
+    """Add the landed pairs' places the campaign wants and has not got to campaign_businesses, in one statement.
 
     Distance to the nearest point location whose radius holds the place, in one pass over the places: one term
     per point (a campaign has a handful), where a join with the points and a grouping back cost three times as
     much at a million places. A country location matches a place its country's import read (area country:CC)
     with that address country. A place of several wanted categories is kept once, under the campaign's first.
+
+    Straight into the table, without a temp table in between (the first search of a big campaign copies 600,000
+    rows: twice cost a second or more) and without ON CONFLICT, whose check per row doubled PostgreSQL's insert:
+    searches of one campaign take turns (``Store._SEARCH_SETUP``), so what another added is committed and
+    skipped by the anti-join. Unordered: results are sorted when read, and sorting them here cost a second.
+    ``byte_order`` is the collation clause that makes the window's sort on place ids compare bytes (equal ids are
+    equal bytes in either collation, so the choice is the same). Without ``holds`` (the campaign has no business
+    yet) the anti-join with what it holds is left out: a first search would probe the primary key once per place.
     """
+    held = """
+    AND NOT EXISTS (
+        SELECT 1 FROM campaign_businesses AS b WHERE b.campaign_id = $campaign_id AND b.place_id = ranked.id
+    )"""
     km = ", ".join(f"{haversine_km(i)} AS km_{i}" for i in range(points))
     within = ", ".join(f"CASE WHEN km_{i} <= $radius_{i} THEN km_{i} END" for i in range(points))
     return f"""
-CREATE TEMP TABLE found_businesses AS
+INSERT INTO campaign_businesses (
+    campaign_id, place_id, name, category, lat, lng, distance_km, address, websites, phones, country, added_at
+)
 WITH pair AS (
     SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category,
            unnest($ranks::INTEGER[]) AS rank
@@ -431,30 +445,17 @@ matched AS (
 ),
 ranked AS (
     SELECT id, name, category, lat, lng, distance_km, address, websites, phones, country,
-           row_number() OVER (PARTITION BY id ORDER BY rank, distance_km NULLS LAST, area) AS choice
+           row_number() OVER (PARTITION BY id{byte_order} ORDER BY rank, distance_km NULLS LAST, area) AS choice
     FROM matched
     WHERE distance_km IS NOT NULL
        OR (area = 'country:' || country AND country IN (SELECT unnest($countries::TEXT[])))
 )
-SELECT id, name, category, lat, lng, distance_km, address, websites, phones, country FROM ranked
-WHERE choice = 1 AND NOT EXISTS (
-    SELECT 1 FROM campaign_businesses AS b WHERE b.campaign_id = $campaign_id AND b.place_id = ranked.id
-)
-"""
-
-
-# Unordered: results are sorted when read, and sorting 600,000 rows here cost a second. The conflict clause is for
-# a search of the same campaign committing meanwhile (PostgreSQL); the first to add a business keeps it.
-ADD_FOUND_BUSINESSES = """
-INSERT INTO campaign_businesses (
-    campaign_id, place_id, name, category, lat, lng, distance_km, address, websites, phones, country, added_at
-)
 SELECT $campaign_id, id, name, category, lat, lng, distance_km, address, websites, phones, country, $now
-FROM found_businesses
-ON CONFLICT (campaign_id, place_id) DO NOTHING
+FROM ranked
+WHERE choice = 1{held if holds else ""}
 """
 
-COUNT_FOUND = "SELECT count(*) FROM found_businesses"
+
 COUNT_BUSINESSES = "SELECT count(*) FROM campaign_businesses WHERE campaign_id = $campaign_id"
 
 RECORD_SEARCH = """

@@ -21,8 +21,8 @@ from nakodo_dagster.overture import index as release_index
 from nakodo_dagster.overture.index import (
     HOLE_BUDGET,
     StaleIndex,
+    arrow_reads_past_chunks,
     build_index,
-    fetch_plan,
     index_folder,
     index_path,
     load_index,
@@ -81,7 +81,7 @@ def test_the_index_on_s3_reads_what_duckdb_reads_with_only_range_requests(s3_roo
     west, south, east, north = run.bbox
     rows = index.intersecting(south, north, longitude_ranges(west, east))
     chunks = index.chunks(rows, query_column)
-    assert again.stats.requests == len(fetch_plan(index, rows, query_column))
+    assert again.stats.requests == len(plan_requests(chunks))
     needed = sum(length for *_, length in chunks)
     assert needed <= again.stats.bytes_read <= (1 + HOLE_BUDGET) * needed
     assert first.stats.requests >= 4 + again.stats.requests
@@ -122,7 +122,9 @@ def test_the_index_is_built_once_and_reused_across_calls_and_processes(sample_ro
 
 
 @pytest.mark.parametrize("release", [CURRENT, PREVIOUS])
-def test_the_index_holds_what_the_footers_say(sample_root, tmp_path, release):
+@pytest.mark.parametrize("tail", [release_index.TAIL_BYTES, 1024], ids=["footer in the tail", "footer past the tail"])
+def test_the_index_holds_what_the_footers_say(sample_root, tmp_path, monkeypatch, release, tail):
+    monkeypatch.setattr(release_index, "TAIL_BYTES", tail)
     index, cost = build_index(sample_root, release, tmp_path)
     files = _files(sample_root, release)
     assert index.files == tuple(str(f) for f in files)
@@ -219,7 +221,15 @@ def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_rang
         assert any(f == file_number and o <= offset and offset + length <= o + n for f, o, n in requests)
     needed = sum(length for *_, length in chunks)
     assert needed <= sum(n for *_, n in requests) <= (1 + HOLE_BUDGET) * needed
-    assert len(requests) < len(chunks) / 4
+    # A row group waits for every request that carries bytes of one of its chunks.
+    waits = release_index._waits(requests, chunks)
+    for file_number, group, offset, length in chunks:
+        for (f, o, n), met in zip(requests, waits, strict=True):
+            if f == file_number and o < offset + length and offset < o + n:
+                assert (file_number, group) in met
+    # Some holes were read through: fewer requests than runs of adjacent chunks.
+    runs = sum(1 for i, c in enumerate(chunks) if i == 0 or chunks[i - 1][0] != c[0] or sum(chunks[i - 1][2:]) != c[2])
+    assert len(requests) < runs
     monkeypatch.setattr(release_index, "MIN_PIECE_BYTES", 10_000)
     split = plan_requests(chunks)
     assert len(split) >= release_index.FETCH_WORKERS
@@ -314,3 +324,13 @@ def test_the_index_folder_is_configured_or_beside_a_duckdb_store_or_in_the_cache
     assert index_folder("", postgres) == Path("/var/cache/u/nakodo_dagster/overture_index")
     # A relative XDG_CACHE_HOME is invalid (the XDG spec): the user's ~/.cache, never the working folder.
     assert index_folder(None, {"XDG_CACHE_HOME": "cache"}) == home / ".cache/nakodo_dagster/overture_index"
+
+
+def test_only_files_of_old_parquet_mr_are_read_past_their_chunks():
+    assert arrow_reads_past_chunks("parquet-mr version 1.2.8 (build 0123abc)")
+    assert arrow_reads_past_chunks("parquet-mr version 1.2")
+    assert arrow_reads_past_chunks("parquet-mr version unknown")
+    assert not arrow_reads_past_chunks("parquet-mr version 1.2.9 (build 0123abc)")
+    assert not arrow_reads_past_chunks("parquet-mr version 1.13.1 (build db4183109d5b734ec5930d870cdae161e408ddba)")
+    assert not arrow_reads_past_chunks("parquet-cpp-arrow version 22.0.0")
+    assert not arrow_reads_past_chunks(None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -10,7 +9,7 @@ import pytest
 from overture_helpers import CURRENT, PREVIOUS, block_run, expected_rows, fiji_run
 
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.overture.reader import FORMAT_DEGREES_SQL, PLACES_SCHEMA, longitude_ranges, read_places
+from nakodo_dagster.overture.reader import PLACES_SCHEMA, longitude_ranges, read_places
 from nakodo_dagster.overture.sample import FIXED_PLACES
 from nakodo_dagster.placement import (
     ImportRun,
@@ -18,7 +17,6 @@ from nakodo_dagster.placement import (
     cell_containing,
     cells_around,
     country_area,
-    format_degrees,
     import_runs,
 )
 
@@ -203,14 +201,6 @@ def test_bboxes_of_floats_as_overture_ships_them_read_the_same_places(index_dir,
     assert _rows(result) == expected_rows(tmp_path, CURRENT, run)
     doubles = read_places(run, str(sample_root), CURRENT, index_dir=index_dir).table
     assert result.table.select(["id", "category", "area"]).equals(doubles.select(["id", "category", "area"]))
-
-
-def test_format_degrees_in_sql_matches_python():
-    values = [-180.0, -179.5, -90.0, -2.0, -0.5, -0.0, 0.0, 0.5, 2.0, 53.5, 89.5, 179.5]
-    with duckdb.connect() as connection:
-        connection.execute(FORMAT_DEGREES_SQL)
-        got = [connection.execute("SELECT format_degrees(?::DOUBLE)", [v]).fetchone()[0] for v in values]
-    assert got == [format_degrees(v) for v in values]
 
 
 def test_longitude_ranges_cover_both_halves_and_the_antimeridian():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -189,6 +190,19 @@ def _land(store, targeting: Targeting, rows: list[dict], category: str, now) -> 
 
 def _snapshot(store, campaign_id: int) -> dict[str, tuple]:
     return {r["id"]: (r["category"], round(r["distance_km"], 9)) for r in store.campaign_results(campaign_id)}
+
+
+def test_searches_of_one_campaign_at_once_add_each_business_once(store):
+    rows = _random_places(random.Random(7), 1500, "p")
+    _load(store, LEEDS, rows)
+    campaign = store.add_campaign("Leeds", LEEDS)
+    with ThreadPoolExecutor(4) as pool:
+        searches = list(pool.map(lambda _: store.add_campaign_businesses(campaign, NOW), range(4)))
+    results = store.campaign_results(campaign)
+    assert len(results) == len({r["id"] for r in results}) > 100
+    # One search found everything; the others, after it, found nothing new.
+    assert sorted(added for added, _ in searches) == [0, 0, 0, len(results)]
+    assert all(total == len(results) for _, total in searches)
 
 
 def test_searches_as_places_land_give_what_one_search_at_the_end_gives(store):
