@@ -890,15 +890,16 @@ class Store(ABC):
         def work(tx: Transaction) -> tuple[list[SearchProgress], int]:
             everyone = since is None or tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)[0][0] > 0
             if everyone:
-                campaigns = _campaign_filter(None)
                 tx.run(sql.FORGET_INACTIVE_PROGRESS)
+                # Every campaign from the kept coverage, brought up to date first: only pairs with a row are joined.
+                self._recount_coverage(tx, now)
+                tx.run(sql.keep_progress(sql.FLEET_PROGRESS_COUNTS), requested=REQUESTED)
             else:
                 changed = [row[0] for row in tx.rows(sql.CHANGED_CAMPAIGNS, **_rule_since(since, now))]
-                campaigns = _campaign_filter(changed)
-            if everyone or campaigns["campaign_ids"]:
-                tx.run(sql.KEEP_PROGRESS, **_rule(now), **campaigns)
+                if changed:
+                    tx.run(sql.keep_progress(sql.PROGRESS_COUNTS), **_rule(now), **_campaign_filter(changed))
             progress = [SearchProgress(*row) for row in tx.rows(sql.KEPT_PROGRESS)]
-            return progress, len(progress) if everyone else len(campaigns["campaign_ids"])
+            return progress, len(progress) if everyone else len(changed)
 
         return self._transact(work)
 

@@ -1,6 +1,7 @@
 """The coverage counts are kept as pairs change, not counted from every campaign's pairs: after any sequence of
 campaign adds, pauses, resumes and new locations, imports asked for, landed, failed, cancelled and forgotten, and
-time passing, they hold against a full recount worked out in Python from the campaigns and place_imports."""
+time passing, they hold against a full recount worked out in Python from the campaigns and place_imports, and the
+campaigns' progress read from them holds against the progress counted from every campaign's pairs."""
 
 from __future__ import annotations
 
@@ -160,3 +161,6 @@ def test_kept_counts_match_a_full_recount_after_any_sequence_of_changes(
             counts, listed = _recount(store, now, LISTED)
             assert coverage.counts == counts, operation
             assert coverage.listed == listed, operation
+            # The search sensor's first look reads every campaign's progress from the kept coverage: the same as
+            # counted from every campaign's pairs.
+            assert store.count_progress(now, since=None)[0] == store.search_progress(now), operation
