@@ -44,6 +44,12 @@ def _admin_connection():
 
 
 @pytest.fixture
+def pg_admin_url() -> str:
+    """The PostgreSQL database tests create their own databases from."""
+    return PG_ADMIN_URL
+
+
+@pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database of its own, dropped afterwards."""
     name = f"nakodo_test_{uuid.uuid4().hex[:12]}"

@@ -891,15 +891,16 @@ class Store(ABC):
             everyone = since is None or tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)[0][0] > 0
             if everyone:
                 tx.run(sql.FORGET_INACTIVE_PROGRESS)
-                # Every campaign from the kept coverage, brought up to date first: only pairs with a row are joined.
-                self._recount_coverage(tx, now)
-                tx.run(sql.keep_progress(sql.FLEET_PROGRESS_COUNTS), requested=REQUESTED)
+                campaigns = _campaign_filter(None)
             else:
                 changed = [row[0] for row in tx.rows(sql.CHANGED_CAMPAIGNS, **_rule_since(since, now))]
-                if changed:
-                    tx.run(sql.keep_progress(sql.PROGRESS_COUNTS), **_rule(now), **_campaign_filter(changed))
+                campaigns = _campaign_filter(changed)
+            if everyone or campaigns["campaign_ids"]:
+                # From the kept coverage, brought up to date first: only the pairs with an import row are joined.
+                self._recount_coverage(tx, now)
+                tx.run(sql.keep_progress(sql.KEPT_PROGRESS_COUNTS), requested=REQUESTED, **campaigns)
             progress = [SearchProgress(*row) for row in tx.rows(sql.KEPT_PROGRESS)]
-            return progress, len(progress) if everyone else len(changed)
+            return progress, len(progress) if everyone else len(campaigns["campaign_ids"])
 
         return self._transact(work)
 

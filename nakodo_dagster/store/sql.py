@@ -502,12 +502,15 @@ area_states AS (
 )
 {_PROGRESS_FROM_AREAS}"""
 
-# PROGRESS_COUNTS for every active campaign, from the kept coverage (counted just before): a pair without a
-# coverage_pairs row is missing, never asked for, so only the pairs that have one are joined with the campaigns,
-# and an area with fewer of them than the campaign has categories misses one. Most pairs of a big fleet have
-# none: this enumerates the campaigns' areas, not their pairs (a fifth as many at 5 categories).
-FLEET_PROGRESS_COUNTS = f"""
-WITH chosen AS (SELECT id FROM campaigns WHERE status = 'active'),
+# PROGRESS_COUNTS of the active campaigns (all, or those named), from the kept coverage (counted just before): a
+# pair without a coverage_pairs row is missing, never asked for, so only the pairs that have one are joined with
+# the campaigns, and an area with fewer of them than the campaign has categories misses one. Most pairs of a big
+# fleet have none: this enumerates the campaigns' areas, not their pairs (a fifth as many at 5 categories).
+KEPT_PROGRESS_COUNTS = f"""
+WITH chosen AS (
+    SELECT id FROM campaigns
+    WHERE status = 'active' AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
+),
 rowed AS (
     SELECT ca.campaign_id, ca.area, count(*) AS pairs, bool_or(cp.state = 'coming') AS coming,
            bool_or(cp.state = 'missing') AS missing, bool_or(cp.state = 'failed') AS failed,
@@ -543,7 +546,7 @@ ORDER BY counts.campaign_id
 
 
 def keep_progress(counts: str) -> str:
-    """Keep the campaigns' progress as ``counts`` (PROGRESS_COUNTS or FLEET_PROGRESS_COUNTS) gives it. Sorted ids:
+    """Keep the campaigns' progress as ``counts`` (PROGRESS_COUNTS or KEPT_PROGRESS_COUNTS) gives it. Sorted ids:
     two callers lock overlapping rows in the same order (PostgreSQL)."""
     return f"""
 INSERT INTO campaign_progress ({PROGRESS_COLUMNS})

@@ -10,7 +10,6 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 
 import pytest
-from conftest import PG_ADMIN_URL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from store_helpers import NOW, record_release
@@ -130,13 +129,13 @@ def _apply(store: Store, operation: tuple, now: datetime, stamps: list[datetime]
 
 
 @pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
-def fresh_store(request, tmp_path_factory) -> Callable[[], AbstractContextManager[Store]]:
+def fresh_store(request, tmp_path_factory, pg_admin_url) -> Callable[[], AbstractContextManager[Store]]:
     """A new, migrated store on the backend for each example: counts over a store many examples filled would
     rarely see a pair start or stop being needed."""
 
     @contextmanager
     def make() -> Iterator[Store]:
-        with scratch_database(request.param, PG_ADMIN_URL, tmp_path_factory.mktemp("store")) as database:
+        with scratch_database(request.param, pg_admin_url, tmp_path_factory.mktemp("store")) as database:
             store = open_store(database)
             store.migrate()
             yield store
