@@ -114,7 +114,7 @@ def _submit(instance: dg.DagsterInstance, workspace: Path, store: Store, runs: l
             stamp = store.force_request(run.pairs, datetime.now(UTC))
             created = instance.create_run_for_job(
                 import_places,
-                run_config=import_run_config(run),
+                run_config=import_run_config(run).to_config_dict(),
                 tags={**import_places.tags, tags.IMPORT_KEY: run.key, tags.STAMP: tags.stamp_tag(stamp)},
                 remote_job_origin=remote_job.get_remote_origin(),
                 job_code_origin=remote_job.get_python_origin(),
