@@ -2,8 +2,9 @@
 measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); the
 same at Overture's scale, millions of places, against a pyarrow dataset in turn (overture); a campaign's search over
 a million loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the
-search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon (daemon); a
-new account's wait for its first businesses behind another account's backlog (fleet).
+search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
+default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
+account's backlog (fleet).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ SECTIONS = {
     "overture": ("overture",),
     "search": ("search",),
     "policy": ("sensors", "search_runs"),
-    "daemon": ("daemon",),
+    "daemon": ("daemon", "daemon_postgres"),
     "fleet": ("fleet",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
@@ -322,7 +323,9 @@ def main(argv: list[str] | None = None) -> None:
         "--fleet-pace", type=float, default=900, help="block runs an hour when no daemon figure is kept (900)"
     )
     parser.add_argument(
-        "--postgres", default="postgresql://postgres@127.0.0.1:5432/test", help="admin database for the policy"
+        "--postgres",
+        default="postgresql://postgres@127.0.0.1:5432/test",
+        help="admin database for the policy, the fleet and the daemon's PostgreSQL instance",
     )
     parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.json go")
     args = parser.parse_args(argv)
@@ -371,8 +374,11 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
     if part == "policy":
         return measure_policy(args, work, local_root)
     if part == "daemon":
-        print(f"{args.daemon_runs} block runs through dagster-daemon ...", flush=True)
-        return {"daemon": measure_daemon(str(local_root), args.daemon_runs)}
+        print(f"{args.daemon_runs} block runs through dagster-daemon, the embedded default's instance ...", flush=True)
+        embedded = measure_daemon(str(local_root), args.daemon_runs)
+        print(f"{args.daemon_runs} block runs through dagster-daemon, a PostgreSQL instance ...", flush=True)
+        postgres = measure_daemon(str(local_root), args.daemon_runs, "postgres", args.postgres)
+        return {"daemon": embedded, "daemon_postgres": postgres}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)

@@ -1,7 +1,10 @@
 """Import runs through the real daemon: the project's dagster.yaml (queued run coordinator, two import runs at a
 time), the default run launcher (a fresh process per run), a DuckDB store; where each run's time goes.
 
-``python -m bench.daemon [--runs N] [--release-root PATH]`` prints the figures as JSON.
+``python -m bench.daemon [--runs N] [--release-root PATH] [--instance embedded|postgres]`` prints the figures as
+JSON. ``embedded`` is the embedded default's instance (nakodo_dagster/data/dagster.yaml, SQLite under a fresh
+DAGSTER_HOME); ``postgres`` is the production instance (deploy/production/dagster.yaml) with its storage in a fresh
+database on ``--postgres``'s server and the default run launcher in place of Kubernetes'.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dagster as dg
 import yaml
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 
+from bench.policy import scratch_database
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.overture.sample import write_sample_release
@@ -39,10 +44,22 @@ CATEGORIES = ("bakery", "cafe", "restaurant")
 # Western Europe, where the sample release's cities are: blocks row by row from its south-west corner.
 FIRST_BLOCK = (40.0, -6.0)
 BLOCKS_PER_ROW = 10
+INSTANCES = {
+    "embedded": PROJECT / "nakodo_dagster" / "data" / "dagster.yaml",
+    "postgres": PROJECT / "deploy" / "production" / "dagster.yaml",
+}
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+# Import runs at once: the project's dagster.yaml limits runs tagged nakodo/kind=import to two.
+IMPORT_SLOTS = 2
+# The engine event the run's new process writes once it has loaded Dagster and the instance, before the code
+# location: it splits the launch into starting the process and loading the definitions.
+PROCESS_STARTED = "process_started"
+_PROCESS_STARTED_MESSAGE = "Started process for run"
 # The steps of a run's life, in order; each figure is the median time from one to the next.
 TIMELINE = (
     dg.DagsterEventType.RUN_ENQUEUED,
     dg.DagsterEventType.RUN_STARTING,
+    PROCESS_STARTED,
     dg.DagsterEventType.RUN_START,
     dg.DagsterEventType.STEP_START,
     # The op logs its materialisations and check evaluations at the end: from the first one on, the step only
@@ -114,7 +131,7 @@ def _submit(instance: dg.DagsterInstance, workspace: Path, store: Store, runs: l
             stamp = store.force_request(run.pairs, datetime.now(UTC))
             created = instance.create_run_for_job(
                 import_places,
-                run_config=import_run_config(run),
+                run_config=import_run_config(run).to_config_dict(),
                 tags={**import_places.tags, tags.IMPORT_KEY: run.key, tags.STAMP: tags.stamp_tag(stamp)},
                 remote_job_origin=remote_job.get_remote_origin(),
                 job_code_origin=remote_job.get_python_origin(),
@@ -142,11 +159,28 @@ def _wait_for_runs(instance: dg.DagsterInstance, run_ids: list[str], daemon: sub
         raise RuntimeError(f"{len(failed)} of {len(run_ids)} import runs did not succeed, e.g. {failed[0].run_id}")
 
 
-def _timeline(instance: dg.DagsterInstance, run_id: str) -> dict[dg.DagsterEventType, float]:
-    first: dict[dg.DagsterEventType, float] = {}
-    for record in instance.get_records_for_run(run_id, of_type=set(TIMELINE), limit=None).records:
-        first.setdefault(record.event_log_entry.dagster_event_type, record.event_log_entry.timestamp)
+def _timeline(instance: dg.DagsterInstance, run_id: str) -> dict[dg.DagsterEventType | str, float]:
+    first: dict[dg.DagsterEventType | str, float] = {}
+    kinds = {mark for mark in TIMELINE if isinstance(mark, dg.DagsterEventType)} | {dg.DagsterEventType.ENGINE_EVENT}
+    for record in instance.get_records_for_run(run_id, of_type=kinds, limit=None).records:
+        entry = record.event_log_entry
+        if entry.dagster_event_type != dg.DagsterEventType.ENGINE_EVENT:
+            first.setdefault(entry.dagster_event_type, entry.timestamp)
+        elif entry.dagster_event and (entry.dagster_event.message or "").startswith(_PROCESS_STARTED_MESSAGE):
+            first.setdefault(PROCESS_STARTED, entry.timestamp)
     return first
+
+
+def _mark_name(mark: dg.DagsterEventType | str) -> str:
+    return mark.value.lower() if isinstance(mark, dg.DagsterEventType) else mark
+
+
+def _slot_idle(spans: list[tuple[float, float]], slots: int) -> list[float]:
+    """How long a freed slot stood empty: each start after the first ``slots`` takes the slot of the earliest end
+    not yet taken, and waited from that end to its start (zero if it started first)."""
+    starts = sorted(start for start, _ in spans)[slots:]
+    ends = sorted(end for _, end in spans)
+    return [max(0.0, start - end) for start, end in zip(starts, ends, strict=False)]
 
 
 def _most_at_once(spans: list[tuple[float, float]]) -> int:
@@ -164,76 +198,131 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
 
-def measure_daemon(release_root: str, runs: int) -> dict:
-    """Queue ``runs`` block import runs on a fresh instance served by a real ``dagster-daemon run``, wait for all,
-    and report block runs an hour, the median run, queue wait and launch, each step of a run's timeline, and the
-    most import runs seen at once (the project's limit is two)."""
+@contextmanager
+def _instance_home(kind: str, folder: Path, postgres: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A fresh DAGSTER_HOME holding the ``kind`` instance's dagster.yaml, and the environment its storage reads."""
+    home = folder / "dagster_home"
+    home.mkdir()
+    if kind == "embedded":
+        shutil.copy(INSTANCES[kind], home / "dagster.yaml")
+        yield home, {}
+        return
+    settings = yaml.safe_load(INSTANCES[kind].read_text())
+    # No Kubernetes here: each run in a process of its own, as the embedded default launches them.
+    del settings["run_launcher"]
+    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
+    with scratch_database("postgres", postgres, folder) as url:
+        parts = urlsplit(url)
+        yield (
+            home,
+            {
+                "DAGSTER_PG_HOST": parts.hostname or "127.0.0.1",
+                "DAGSTER_PG_PORT": str(parts.port or 5432),
+                "DAGSTER_PG_USERNAME": parts.username or "postgres",
+                "DAGSTER_PG_PASSWORD": parts.password or "",
+                "DAGSTER_PG_DB": parts.path.lstrip("/"),
+            },
+        )
+
+
+def measure_daemon(
+    release_root: str, runs: int, instance_kind: str = "embedded", postgres: str = DEFAULT_POSTGRES
+) -> dict:
+    """Queue ``runs`` block import runs on a fresh ``instance_kind`` instance served by a real ``dagster-daemon
+    run``, wait for all, and report block runs an hour, the median run, queue wait and launch, each step of a run's
+    timeline, how long a freed slot stood empty, and the most import runs seen at once (the project's limit is
+    two)."""
     with tempfile.TemporaryDirectory(prefix="nakodo-daemon-") as tmp:
         folder = Path(tmp)
-        home = folder / "dagster_home"
-        home.mkdir()
-        shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
-        environ = {
-            **os.environ,
-            "DAGSTER_HOME": str(home),
-            "NAKODO_DATABASE": str(folder / "store.duckdb"),
-            "NAKODO_OVERTURE_ROOT": release_root,
-            "NAKODO_OVERTURE_RELEASE": "",
-            # Empty: the release index beside the store, in this bench's own folder.
-            "NAKODO_OVERTURE_INDEX": "",
-        }
-        store = open_store(environ["NAKODO_DATABASE"])
-        store.migrate()
-        workspace = _workspace(folder)
-        work = block_runs(runs)
-        log = folder / "daemon.log"
-        with dg.DagsterInstance.from_config(str(home)) as instance, _daemon(workspace, environ, log) as daemon:
-            try:
-                _wait_for_queue_daemon(instance, daemon)
-                run_ids = _submit(instance, workspace, store, work)
-                _wait_for_runs(instance, run_ids, daemon)
-            except RuntimeError as error:
-                raise RuntimeError(f"{error}\n{log.read_text()[-3000:]}") from error
-            timelines = [_timeline(instance, run_id) for run_id in run_ids]
+        with _instance_home(instance_kind, folder, postgres) as (home, storage_environ):
+            environ = {
+                **os.environ,
+                **storage_environ,
+                "DAGSTER_HOME": str(home),
+                "NAKODO_DATABASE": str(folder / "store.duckdb"),
+                "NAKODO_OVERTURE_ROOT": release_root,
+                "NAKODO_OVERTURE_RELEASE": "",
+                # Empty: the release index beside the store, in this bench's own folder.
+                "NAKODO_OVERTURE_INDEX": "",
+            }
+            store = open_store(environ["NAKODO_DATABASE"])
+            store.migrate()
+            workspace = _workspace(folder)
+            work = block_runs(runs)
+            log = folder / "daemon.log"
+            with (
+                _environment(storage_environ),
+                dg.DagsterInstance.from_config(str(home)) as instance,
+                _daemon(workspace, environ, log) as daemon,
+            ):
+                try:
+                    _wait_for_queue_daemon(instance, daemon)
+                    run_ids = _submit(instance, workspace, store, work)
+                    _wait_for_runs(instance, run_ids, daemon)
+                except RuntimeError as error:
+                    raise RuntimeError(f"{error}\n{log.read_text()[-3000:]}") from error
+                timelines = [_timeline(instance, run_id) for run_id in run_ids]
         loaded = sum(
             row.release != "requested" for row in store.import_rows({a for r in work for a in r.areas}, CATEGORIES)
         )
+    starting, success = dg.DagsterEventType.RUN_STARTING, dg.DagsterEventType.RUN_SUCCESS
     enqueued = min(t[dg.DagsterEventType.RUN_ENQUEUED] for t in timelines)
-    ended = max(t[dg.DagsterEventType.RUN_SUCCESS] for t in timelines)
+    ended = max(t[success] for t in timelines)
     steps = {
-        f"{earlier.value.lower()}_to_{later.value.lower()}": _median([t[later] - t[earlier] for t in timelines])
+        f"{_mark_name(earlier)}_to_{_mark_name(later)}": _median([t[later] - t[earlier] for t in timelines])
         for earlier, later in itertools.pairwise(TIMELINE)
     }
+    spans = [(t[starting], t[success]) for t in timelines]
+    run_seconds = _median([end - start for start, end in spans])
+    idle = _median(_slot_idle(spans, IMPORT_SLOTS))
     return {
+        "instance": instance_kind,
         "runs": len(work),
         "pairs_per_run": len(work[0].pairs),
         "pairs_loaded": loaded,
         "seconds": round(ended - enqueued, 1),
         "block_runs_per_hour": round(len(work) * 3600 / (ended - enqueued)),
-        "median_run_seconds": _median(
-            [t[dg.DagsterEventType.RUN_SUCCESS] - t[dg.DagsterEventType.RUN_STARTING] for t in timelines]
-        ),
+        "median_run_seconds": run_seconds,
+        "median_slot_idle_seconds": idle,
+        # What two slots would do if every run and every gap were the median one.
+        "block_runs_per_hour_at_the_medians": round(IMPORT_SLOTS * 3600 / (run_seconds + idle)),
         "median_queue_to_start_seconds": _median(
             [t[dg.DagsterEventType.RUN_START] - t[dg.DagsterEventType.RUN_ENQUEUED] for t in timelines]
         ),
         "median_timeline_seconds": steps,
-        "max_concurrent_import_runs": _most_at_once(
-            [(t[dg.DagsterEventType.RUN_STARTING], t[dg.DagsterEventType.RUN_SUCCESS]) for t in timelines]
-        ),
+        "max_concurrent_import_runs": _most_at_once(spans),
+        "load_average": os.getloadavg()[0],
     }
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    # This process opens the instance too: its storage settings are read from the environment.
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.daemon", description=__doc__)
     parser.add_argument("--runs", type=int, default=40, help="block import runs to queue (default 40)")
     parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
+    parser.add_argument("--instance", choices=sorted(INSTANCES), default="embedded", help="Dagster instance")
+    parser.add_argument("--postgres", default=DEFAULT_POSTGRES, help="server for the postgres instance's database")
     args = parser.parse_args(argv)
     if args.release_root:
-        print(json.dumps(measure_daemon(args.release_root, args.runs), indent=2))
+        print(json.dumps(measure_daemon(args.release_root, args.runs, args.instance, args.postgres), indent=2))
         return
     with tempfile.TemporaryDirectory(prefix="nakodo-release-") as root:
         write_sample_release(root, rows=200_000, seed=7, progress=False)
-        print(json.dumps(measure_daemon(root, args.runs), indent=2))
+        print(json.dumps(measure_daemon(root, args.runs, args.instance, args.postgres), indent=2))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from nakodo_dagster.overture.index import FETCH_WORKERS
@@ -41,7 +42,8 @@ FIRST_SEARCH_TARGET_S = 2.0
 NEXT_SEARCH_TARGET_S = 0.05
 # "At most a few" search runs asked for a tick, whatever the number of campaigns.
 SEARCH_RUNS_PER_TICK = 3
-BLOCK_RUNS_PER_HOUR_TARGET = 2_000
+# Issue 19: block runs an hour through the daemon, two at a time, on the embedded default.
+BLOCK_RUNS_PER_HOUR_TARGET = 1_500
 SENSOR_NAMES = {"import": "import_sensor", "search": "search_sensor", "coverage": "places_coverage_sensor"}
 BACKEND_NAMES = {"duckdb": "DuckDB", "postgres": "PostgreSQL"}
 # What a tick's steps spend their time on, for whoever reads a missed target. The names are the import sensor's
@@ -73,13 +75,15 @@ SENSOR_WORK = {
 TIMELINE_WORK = {
     "run_enqueued_to_run_starting": "waiting in the queue for one of the two import slots, and the queued run "
     "coordinator's dequeue",
-    "run_starting_to_run_start": "the default run launcher starting a fresh Python process that loads the code "
-    "location's definitions",
+    "run_starting_to_process_started": "the daemon asking the code server to launch the run, and the run's fresh "
+    "Python process importing Dagster and opening the instance's storage",
+    "process_started_to_run_start": "the run process loading the code location's definitions",
     "run_start_to_step_start": "the run process setting up the in-process executor and the resources",
     "step_start_to_asset_materialization": "the import itself: reading the block from the release and writing it",
     "asset_materialization_to_step_success": "logging each pair's materialisation and check evaluation",
     "step_success_to_run_success": "the run process finishing and reporting",
 }
+DAEMON_INSTANCES = {"daemon": "embedded default (SQLite)", "daemon_postgres": "PostgreSQL"}
 
 
 def searches(results: dict) -> dict[str, dict]:
@@ -120,6 +124,8 @@ def summarise(results: dict) -> dict:
         for scale in results.get("sensors", [])
         for tick in ("first", "next")
         for name in SENSOR_NAMES
+        # A run from before a sensor was measured has no figure for it.
+        if f"{name}_{tick}" in scale["ticks"]
     ]
     if "overture" in results:
         summary["overture"] = _overture_summary(results["overture"])
@@ -413,7 +419,9 @@ def _overture_lines(results: dict, summary: dict) -> list[str]:
     return [*lines, "", *notes]
 
 
-def _tick_time(figures: dict) -> str:
+def _tick_time(figures: dict | None) -> str:
+    if figures is None:
+        return "not measured"
     return "raised" if "error" in figures else _seconds(figures["seconds"])
 
 
@@ -444,7 +452,8 @@ def _sensor_lines(results: dict, summary: dict) -> list[str]:
         "for are created in the instance as the daemon does and left queued, so the next tick sees the queue as "
         "it would be; the import sensor's next tick carries the first tick's cursor. A next tick is the median of "
         f"{results['parameters'].get('tick_repeat', 1)} evaluations. Targets: the issue's on PostgreSQL "
-        f"(first tick at 1,000 under 5 s, next tick under 1 s at 1,000 and 5 s at 10,000); every other tick, "
+        f"(first tick under 5 s and next tick under 1 s at 1,000 and 10,000; under 30 s and 5 s at 100,000); every "
+        "other tick, "
         f"DuckDB's included, under {NEAR_TIMEOUT_S:g} s, half of Dagster's 60 s sensor timeout.",
         "",
         "| campaigns | sensor | tick | time | target | runs asked for | pairs reserved | largest step | what it said |",
@@ -453,6 +462,8 @@ def _sensor_lines(results: dict, summary: dict) -> list[str]:
     for scale in scales:
         for tick in ("first", "next"):
             for sensor, sensor_name in SENSOR_NAMES.items():
+                if f"{sensor}_{tick}" not in scale["ticks"]:
+                    continue
                 figures, row = (
                     scale["ticks"][f"{sensor}_{tick}"],
                     rows[(scale["backend"], scale["campaigns"], sensor, tick)],
@@ -529,11 +540,11 @@ def _growth_lines(scales: list[dict]) -> list[str]:
         "| campaigns | "
         + " | ".join(f"{sensor} {tick}" for tick in ("first", "next") for sensor in SENSOR_NAMES)
         + " |",
-        "|---:|" + "---:|" * 4,
+        "|---:|" + "---:|" * (2 * len(SENSOR_NAMES)),
     ]
     for scale in postgres:
         cells = " | ".join(
-            _tick_time(scale["ticks"][f"{sensor}_{tick}"]) for tick in ("first", "next") for sensor in SENSOR_NAMES
+            _tick_time(scale["ticks"].get(f"{sensor}_{tick}")) for tick in ("first", "next") for sensor in SENSOR_NAMES
         )
         lines.append(f"| {scale['campaigns']:,} | {cells} |")
     return [*lines, ""]
@@ -583,27 +594,52 @@ def _daemon_lines(results: dict, summary: dict) -> list[str]:
     if "daemon" not in results:
         return []
     daemon = results["daemon"]
-    timeline = {_run_step(key): seconds for key, seconds in daemon["median_timeline_seconds"].items()}
+    measured = {section: results[section] for section in DAEMON_INSTANCES if section in results}
+    steps = [_run_step(key) for key in daemon["median_timeline_seconds"]]
+    timelines = {
+        section: {_run_step(key): seconds for key, seconds in figures["median_timeline_seconds"].items()}
+        for section, figures in measured.items()
+    }
+
+    def row(label: str, value: Callable[[dict], object]) -> str:
+        return f"| {label} | " + " | ".join(str(value(figures)) for figures in measured.values()) + " |"
+
     lines = [
         f"## Block import runs through the daemon (measured {_when(results, 'daemon')})",
         "",
-        f"{daemon['runs']} block runs ({daemon['pairs_per_run']} pairs each) queued at once on a fresh instance with "
-        "the project's dagster.yaml (queued run coordinator, two import runs at a time) and served by a real "
-        "`dagster-daemon run` with the default launcher (a process per run), the store in DuckDB "
-        f"({daemon['pairs_loaded']:,} pairs loaded). {daemon['runs']} runs took {daemon['seconds']:g} s: "
-        f"**{daemon['block_runs_per_hour']:,} block runs an hour** (target at least {BLOCK_RUNS_PER_HOUR_TARGET:,}: "
-        f"{_verdict(summary['daemon_target_met'])}); at most {daemon['max_concurrent_import_runs']} ran at once. "
-        f"A run's median: {daemon['median_run_seconds']:g} s from starting to success, "
-        f"{daemon['median_queue_to_start_seconds']:g} s from queued to started.",
+        f"{daemon['runs']} block runs ({daemon['pairs_per_run']} pairs each) queued at once on a fresh instance and "
+        "served by a real `dagster-daemon run` with the default launcher (a process per run), the store in DuckDB "
+        f"({daemon['pairs_loaded']:,} pairs loaded): the embedded default's instance "
+        "(nakodo_dagster/data/dagster.yaml, SQLite) and the production instance (deploy/production/dagster.yaml, "
+        "PostgreSQL on loopback, the default launcher in place of Kubernetes'), each with its queued run "
+        "coordinator and two import runs at a time. "
+        f"Embedded default: **{daemon['block_runs_per_hour']:,} block runs an hour** (target at least "
+        f"{BLOCK_RUNS_PER_HOUR_TARGET:,}: {_verdict(summary['daemon_target_met'])}). The machine is shared: "
+        "the load average when each finished is in the table.",
         "",
-        "| step of a run (median) | seconds |",
-        "|---|---:|",
-        *(f"| {_step_label(step)} | {seconds:g} |" for step, seconds in timeline.items()),
+        "| | " + " | ".join(DAEMON_INSTANCES[section] for section in measured) + " |",
+        "|---|" + "---:|" * len(measured),
+        row("block runs an hour", lambda f: f"**{f['block_runs_per_hour']:,}**"),
+        row("at the medians (two slots / (run + idle slot))", lambda f: f"{f['block_runs_per_hour_at_the_medians']:,}"),
+        row("runs (seconds in all)", lambda f: f"{f['runs']} ({f['seconds']:g} s)"),
+        row("most import runs at once", lambda f: f["max_concurrent_import_runs"]),
+        row("a run, starting to success (median s)", lambda f: f"{f['median_run_seconds']:g}"),
+        row("a freed slot standing empty (median s)", lambda f: f"{f['median_slot_idle_seconds']:g}"),
+        row("load average (2 CPUs)", lambda f: f"{f['load_average']:.1f}"),
+        "",
+        "| step of a run (median seconds) | " + " | ".join(DAEMON_INSTANCES[section] for section in measured) + " |",
+        "|---|" + "---:|" * len(measured),
+        *(
+            f"| {_step_label(step)} | "
+            + " | ".join(f"{timelines[section].get(step, 0):g}" for section in measured)
+            + " |"
+            for step in steps
+        ),
         "",
     ]
     if not summary["daemon_target_met"]:
         # The queue wait is the other runs' time, not this run's: the largest of a run's own steps says why.
-        own = {step: seconds for step, seconds in timeline.items() if not step.startswith("run_enqueued")}
+        own = {step: seconds for step, seconds in timelines["daemon"].items() if not step.startswith("run_enqueued")}
         step, seconds = max(own.items(), key=lambda item: item[1])
         lines += [
             f"Missed by {BLOCK_RUNS_PER_HOUR_TARGET / daemon['block_runs_per_hour']:.2f}x: two slots at "
