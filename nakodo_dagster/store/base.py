@@ -898,7 +898,9 @@ class Store(ABC):
             if everyone or campaigns["campaign_ids"]:
                 # From the kept coverage, brought up to date first: only the pairs with an import row are joined.
                 self._recount_coverage(tx, now)
-                tx.run(sql.keep_progress(sql.KEPT_PROGRESS_COUNTS), requested=REQUESTED, **campaigns)
+                tx.run(sql.CREATE_CHOSEN_CAMPAIGNS, **campaigns)
+                tx.run(sql.ANALYZE_CHOSEN_CAMPAIGNS)
+                tx.run(sql.keep_progress(sql.KEPT_PROGRESS_COUNTS), requested=REQUESTED)
             progress = [SearchProgress(*row) for row in tx.rows(sql.KEPT_PROGRESS)]
             return progress, len(progress) if everyone else len(campaigns["campaign_ids"])
 

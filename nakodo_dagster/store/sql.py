@@ -502,15 +502,22 @@ area_states AS (
 )
 {_PROGRESS_FROM_AREAS}"""
 
-# PROGRESS_COUNTS of the active campaigns (all, or those named), from the kept coverage (counted just before): a
+# The active campaigns (all, or those named) whose progress is counted again. A table, analysed, rather than a list
+# in the statement: PostgreSQL guessed a named list at half the campaigns, and joined every campaign's areas with
+# its categories (41 million rows at 100,000 campaigns) to count 6,762 of them.
+CREATE_CHOSEN_CAMPAIGNS = """
+CREATE TEMP TABLE chosen_campaigns AS
+SELECT id FROM campaigns
+WHERE status = 'active' AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
+"""
+ANALYZE_CHOSEN_CAMPAIGNS = "ANALYZE chosen_campaigns"
+
+# PROGRESS_COUNTS of the chosen campaigns, from the kept coverage (counted just before): a
 # pair without a coverage_pairs row is missing, never asked for, so only the pairs that have one are joined with
 # the campaigns, and an area with fewer of them than the campaign has categories misses one. Most pairs of a big
 # fleet have none: this enumerates the campaigns' areas, not their pairs (a fifth as many at 5 categories).
 KEPT_PROGRESS_COUNTS = f"""
-WITH chosen AS (
-    SELECT id FROM campaigns
-    WHERE status = 'active' AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
-),
+WITH chosen AS (SELECT id FROM chosen_campaigns),
 rowed AS (
     SELECT ca.campaign_id, ca.area, count(*) AS pairs, bool_or(cp.state = 'coming') AS coming,
            bool_or(cp.state = 'missing') AS missing, bool_or(cp.state = 'failed') AS failed,
@@ -521,7 +528,10 @@ rowed AS (
     JOIN chosen ON chosen.id = ca.campaign_id
     GROUP BY ca.campaign_id, ca.area
 ),
-sizes AS (SELECT campaign_id, count(*) AS categories FROM campaign_categories GROUP BY campaign_id),
+sizes AS (
+    SELECT campaign_id, count(*) AS categories FROM campaign_categories
+    WHERE campaign_id IN (SELECT id FROM chosen) GROUP BY campaign_id
+),
 area_states AS (
     SELECT ca.campaign_id, ca.area, coalesce(rowed.coming, false) AS coming,
            coalesce(rowed.missing, false) OR coalesce(rowed.pairs, 0) < sizes.categories AS missing,
@@ -570,18 +580,20 @@ LEFT JOIN campaign_searches AS s ON s.campaign_id = p.campaign_id
 ORDER BY p.campaign_id
 """
 
-# The campaigns holding a pair that was asked for or loaded since $since, or that crossed one of the freshness
-# boundaries since then (placement.Cutoffs at $since, the *_then parameters, and at now): through the index on
-# imported_at, so a tick reads what changed, not every campaign's pairs.
+# The campaigns holding an area with a pair that was asked for or loaded since $since, or that crossed one of the
+# freshness boundaries since then (placement.Cutoffs at $since, the *_then parameters, and at now): through the
+# index on imported_at, then the areas' index. By area, not by pair: a campaign of the area but not of the pair's
+# category is counted again for nothing, which costs less than matching 26,000 pairs' categories with every
+# campaign of their areas (4 s at 100,000 campaigns, against 0.1 s).
 CHANGED_CAMPAIGNS = """
-SELECT DISTINCT ca.campaign_id
-FROM place_imports AS pi
-JOIN campaign_areas AS ca ON ca.area = pi.area
-JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = pi.category
-WHERE pi.imported_at > $since
-   OR (pi.imported_at > $fresh_after_then AND pi.imported_at <= $fresh_after)
-   OR (pi.imported_at > $coming_after_then AND pi.imported_at <= $coming_after)
-   OR (pi.imported_at > $retry_after_then AND pi.imported_at <= $retry_after)
+SELECT DISTINCT campaign_id FROM campaign_areas
+WHERE area IN (
+    SELECT area FROM place_imports
+    WHERE imported_at > $since
+       OR (imported_at > $fresh_after_then AND imported_at <= $fresh_after)
+       OR (imported_at > $coming_after_then AND imported_at <= $coming_after)
+       OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
+)
 """
 
 # Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
