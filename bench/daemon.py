@@ -94,7 +94,9 @@ def _workspace(folder: Path) -> Path:
 
 
 @contextmanager
-def _daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen]:
+def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    """A ``dagster-daemon run`` of ``workspace`` (run from its folder, its output in ``log``), stopped with the code
+    server it started afterwards."""
     command = [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)]
     with log.open("w") as out:
         # A session of its own: stopping it stops the code server it started, and nothing else.
@@ -253,7 +255,7 @@ def measure_daemon(
             with (
                 _environment(storage_environ),
                 dg.DagsterInstance.from_config(str(home)) as instance,
-                _daemon(workspace, environ, log) as daemon,
+                running_daemon(workspace, environ, log) as daemon,
             ):
                 try:
                     _wait_for_queue_daemon(instance, daemon)

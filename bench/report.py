@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nakodo_dagster.overture.index import FETCH_WORKERS
@@ -96,15 +96,20 @@ def _median(samples: list[dict], key: str) -> float:
     return float(statistics.median(sample[key] for sample in samples))
 
 
+def _reader_medians(case: dict, readers: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Each reader's medians over a case's samples."""
+    return {
+        reader: {key: _median(case[reader], key) for key in ("seconds", "requests", "bytes", "peak_mb", "rows")}
+        for reader in readers
+    }
+
+
 def summarise(results: dict) -> dict:
     """Medians per case and reader and the ratios the targets are about; each tick, search and rate against its
     target."""
     summary: dict = {}
     for name, case in results.get("cases", {}).items():
-        readers = {
-            reader: {key: _median(case[reader], key) for key in ("seconds", "requests", "bytes", "peak_mb", "rows")}
-            for reader in READER_NAMES
-        }
+        readers = _reader_medians(case, READER_NAMES)
         index = readers["index"]
         ratios = {
             "duckdb_over_index_time": readers["duckdb"]["seconds"] / index["seconds"],
@@ -151,10 +156,7 @@ def _overture_summary(overture: dict) -> dict:
     """Medians of each read, the ratios to pyarrow and the floor, and issue 22's targets."""
     reads = {}
     for name, case in overture["cases"].items():
-        readers = {
-            reader: {key: _median(case[reader], key) for key in ("seconds", "requests", "bytes", "peak_mb", "rows")}
-            for reader in OVERTURE_READERS
-        }
+        readers = _reader_medians(case, OVERTURE_READERS)
         index = readers["index"]
         ratios = {
             "pyarrow_over_index_time": readers["pyarrow"]["seconds"] / index["seconds"],

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from bench.daemon import running_daemon
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.placement import PointLocation, Targeting
@@ -71,17 +69,9 @@ def test_a_new_accounts_first_block_starts_within_the_next_four_import_runs(tmp_
 
     # The instance's storage is made here, before the daemon and its code server start: processes creating the same
     # SQLite storage at once can stamp its schema twice, and neither then loads it.
-    with dg.DagsterInstance.from_config(str(home)) as instance, (tmp_path / "daemon.log").open("w") as log:
+    with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.get_runs_count()
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)],
-            env=environ,
-            cwd=tmp_path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
+        with running_daemon(workspace, environ, tmp_path / "daemon.log") as daemon:
             deadline = time.monotonic() + DEADLINE_SECONDS
 
             def wait_for(what: str, ready):
@@ -112,10 +102,3 @@ def test_a_new_accounts_first_block_starts_within_the_next_four_import_runs(tmp_
             starts = [(_started_at(instance, r), r.run_id) for r in _import_runs(instance)]
             after = sorted(start for start in starts if start[0] is not None and asked_at <= start[0] <= started)
             assert len(after) <= 4, after
-        finally:
-            os.killpg(daemon.pid, signal.SIGTERM)
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
-                daemon.wait()
