@@ -151,7 +151,7 @@ SECTIONS = {
     "overture": ("overture",),
     "search": ("search",),
     "policy": ("sensors", "search_runs"),
-    "daemon": ("daemon", "daemon_postgres"),
+    "daemon": ("daemon", "daemon_postgres", "daemon_dagster_launcher"),
     "fleet": ("fleet",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
@@ -374,11 +374,14 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
     if part == "policy":
         return measure_policy(args, work, local_root)
     if part == "daemon":
-        print(f"{args.daemon_runs} block runs through dagster-daemon, the embedded default's instance ...", flush=True)
-        embedded = measure_daemon(str(local_root), args.daemon_runs)
-        print(f"{args.daemon_runs} block runs through dagster-daemon, a PostgreSQL instance ...", flush=True)
-        postgres = measure_daemon(str(local_root), args.daemon_runs, "postgres", args.postgres)
-        return {"daemon": embedded, "daemon_postgres": postgres}
+        runs = args.daemon_runs
+        print(f"{runs} block runs through dagster-daemon, the embedded default, Dagster's launcher ...", flush=True)
+        dagster_launcher = measure_daemon(str(local_root), runs, launcher="dagster")
+        print(f"{runs} block runs through dagster-daemon, the embedded default ...", flush=True)
+        embedded = measure_daemon(str(local_root), runs)
+        print(f"{runs} block runs through dagster-daemon, a PostgreSQL instance ...", flush=True)
+        postgres = measure_daemon(str(local_root), runs, "postgres", args.postgres)
+        return {"daemon": embedded, "daemon_postgres": postgres, "daemon_dagster_launcher": dagster_launcher}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)

@@ -1,19 +1,20 @@
 """Import runs through the real daemon: the project's dagster.yaml (queued run coordinator, two import runs at a
-time), the default run launcher (a fresh process per run), a DuckDB store; where each run's time goes.
+time), its run launcher (each run's worker forked from a warm process), a DuckDB store; where each run's time goes.
 
-``python -m bench.daemon [--runs N] [--release-root PATH] [--instance embedded|postgres]`` prints the figures as
-JSON. ``embedded`` is the embedded default's instance (nakodo_dagster/data/dagster.yaml, SQLite under a fresh
-DAGSTER_HOME); ``postgres`` is the production instance (deploy/production/dagster.yaml) with its storage in a fresh
-database on ``--postgres``'s server and the default run launcher in place of Kubernetes'.
+``python -m bench.daemon [--runs N] [--release-root PATH] [--instance embedded|postgres] [--launcher
+project|dagster]`` prints the figures as JSON. ``embedded`` is the embedded default's instance
+(nakodo_dagster/data/dagster.yaml, SQLite under a fresh DAGSTER_HOME); ``postgres`` is the production instance
+(deploy/production/dagster.yaml) with its storage in a fresh database on ``--postgres``'s server and, in place of
+Kubernetes', the launcher ``--launcher`` names: the project's, or Dagster's default (a fresh process per run).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -21,7 +22,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -48,6 +48,9 @@ INSTANCES = {
     "embedded": PROJECT / "nakodo_dagster" / "data" / "dagster.yaml",
     "postgres": PROJECT / "deploy" / "production" / "dagster.yaml",
 }
+# How each run's worker starts: the embedded default's launcher (forked from a warm process), or Dagster's default
+# one (the code server spawns a fresh Python per run).
+LAUNCHERS = ("project", "dagster")
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 # Import runs at once: the project's dagster.yaml limits runs tagged nakodo/kind=import to two.
 IMPORT_SLOTS = 2
@@ -93,7 +96,7 @@ def _workspace(folder: Path) -> Path:
     return path
 
 
-@contextmanager
+@contextlib.contextmanager
 def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen]:
     """A ``dagster-daemon run`` of ``workspace`` (run from its folder, its output in ``log``), stopped with the code
     server it started afterwards."""
@@ -200,19 +203,21 @@ def _median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
 
-@contextmanager
-def _instance_home(kind: str, folder: Path, postgres: str) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A fresh DAGSTER_HOME holding the ``kind`` instance's dagster.yaml, and the environment its storage reads."""
+@contextlib.contextmanager
+def _instance_home(kind: str, launcher: str, folder: Path, postgres: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A fresh DAGSTER_HOME holding the ``kind`` instance's dagster.yaml with ``launcher``'s run launcher, and the
+    environment its storage reads."""
     home = folder / "dagster_home"
     home.mkdir()
+    settings = yaml.safe_load(INSTANCES[kind].read_text())
+    # No Kubernetes here: the production instance gets the launcher a single host would use.
+    settings.pop("run_launcher", None)
+    if launcher == "project":
+        settings["run_launcher"] = yaml.safe_load(INSTANCES["embedded"].read_text())["run_launcher"]
+    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
     if kind == "embedded":
-        shutil.copy(INSTANCES[kind], home / "dagster.yaml")
         yield home, {}
         return
-    settings = yaml.safe_load(INSTANCES[kind].read_text())
-    # No Kubernetes here: each run in a process of its own, as the embedded default launches them.
-    del settings["run_launcher"]
-    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
     with scratch_database("postgres", postgres, folder) as url:
         parts = urlsplit(url)
         yield (
@@ -228,15 +233,19 @@ def _instance_home(kind: str, folder: Path, postgres: str) -> Iterator[tuple[Pat
 
 
 def measure_daemon(
-    release_root: str, runs: int, instance_kind: str = "embedded", postgres: str = DEFAULT_POSTGRES
+    release_root: str,
+    runs: int,
+    instance_kind: str = "embedded",
+    postgres: str = DEFAULT_POSTGRES,
+    launcher: str = "project",
 ) -> dict:
     """Queue ``runs`` block import runs on a fresh ``instance_kind`` instance served by a real ``dagster-daemon
-    run``, wait for all, and report block runs an hour, the median run, queue wait and launch, each step of a run's
-    timeline, how long a freed slot stood empty, and the most import runs seen at once (the project's limit is
-    two)."""
+    run`` launching each run with ``launcher`` (one of LAUNCHERS), wait for all, and report block runs an hour, the
+    median run, queue wait and launch, each step of a run's timeline, how long a freed slot stood empty, and the
+    most import runs seen at once (the project's limit is two)."""
     with tempfile.TemporaryDirectory(prefix="nakodo-daemon-") as tmp:
         folder = Path(tmp)
-        with _instance_home(instance_kind, folder, postgres) as (home, storage_environ):
+        with _instance_home(instance_kind, launcher, folder, postgres) as (home, storage_environ):
             environ = {
                 **os.environ,
                 **storage_environ,
@@ -279,6 +288,7 @@ def measure_daemon(
     idle = _median(_slot_idle(spans, IMPORT_SLOTS))
     return {
         "instance": instance_kind,
+        "launcher": launcher,
         "runs": len(work),
         "pairs_per_run": len(work[0].pairs),
         "pairs_loaded": loaded,
@@ -297,7 +307,7 @@ def measure_daemon(
     }
 
 
-@contextmanager
+@contextlib.contextmanager
 def _environment(values: Mapping[str, str]) -> Iterator[None]:
     # This process opens the instance too: its storage settings are read from the environment.
     saved = {name: os.environ.get(name) for name in values}
@@ -317,14 +327,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=40, help="block import runs to queue (default 40)")
     parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
     parser.add_argument("--instance", choices=sorted(INSTANCES), default="embedded", help="Dagster instance")
+    parser.add_argument("--launcher", choices=LAUNCHERS, default="project", help="run launcher (default: project)")
     parser.add_argument("--postgres", default=DEFAULT_POSTGRES, help="server for the postgres instance's database")
     args = parser.parse_args(argv)
-    if args.release_root:
-        print(json.dumps(measure_daemon(args.release_root, args.runs, args.instance, args.postgres), indent=2))
-        return
-    with tempfile.TemporaryDirectory(prefix="nakodo-release-") as root:
-        write_sample_release(root, rows=200_000, seed=7, progress=False)
-        print(json.dumps(measure_daemon(root, args.runs, args.instance, args.postgres), indent=2))
+    with contextlib.ExitStack() as stack:
+        root = args.release_root or stack.enter_context(tempfile.TemporaryDirectory(prefix="nakodo-release-"))
+        if not args.release_root:
+            write_sample_release(root, rows=200_000, seed=7, progress=False)
+        print(json.dumps(measure_daemon(root, args.runs, args.instance, args.postgres, args.launcher), indent=2))
 
 
 if __name__ == "__main__":

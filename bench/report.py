@@ -75,15 +75,20 @@ SENSOR_WORK = {
 TIMELINE_WORK = {
     "run_enqueued_to_run_starting": "waiting in the queue for one of the two import slots, and the queued run "
     "coordinator's dequeue",
-    "run_starting_to_process_started": "the daemon asking the code server to launch the run, and the run's fresh "
-    "Python process importing Dagster and opening the instance's storage",
+    "run_starting_to_process_started": "the daemon launching the run: forking its worker from the warm fork server "
+    "(the project's launcher) or asking the code server to start a fresh Python that imports Dagster and the "
+    "instance's storage (Dagster's default launcher); then the worker opening the instance",
     "process_started_to_run_start": "the run process loading the code location's definitions",
     "run_start_to_step_start": "the run process setting up the in-process executor and the resources",
     "step_start_to_asset_materialization": "the import itself: reading the block from the release and writing it",
     "asset_materialization_to_step_success": "logging each pair's materialisation and check evaluation",
     "step_success_to_run_success": "the run process finishing and reporting",
 }
-DAEMON_INSTANCES = {"daemon": "embedded default (SQLite)", "daemon_postgres": "PostgreSQL"}
+DAEMON_INSTANCES = {
+    "daemon_dagster_launcher": "embedded default, Dagster's default launcher",
+    "daemon": "embedded default (SQLite)",
+    "daemon_postgres": "PostgreSQL",
+}
 
 
 def searches(results: dict) -> dict[str, dict]:
@@ -610,11 +615,13 @@ def _daemon_lines(results: dict, summary: dict) -> list[str]:
         f"## Block import runs through the daemon (measured {_when(results, 'daemon')})",
         "",
         f"{daemon['runs']} block runs ({daemon['pairs_per_run']} pairs each) queued at once on a fresh instance and "
-        "served by a real `dagster-daemon run` with the default launcher (a process per run), the store in DuckDB "
+        "served by a real `dagster-daemon run`, the store in DuckDB "
         f"({daemon['pairs_loaded']:,} pairs loaded): the embedded default's instance "
-        "(nakodo_dagster/data/dagster.yaml, SQLite) and the production instance (deploy/production/dagster.yaml, "
-        "PostgreSQL on loopback, the default launcher in place of Kubernetes'), each with its queued run "
-        "coordinator and two import runs at a time. "
+        "(nakodo_dagster/data/dagster.yaml, SQLite, its run launcher forking each run's worker from a warm process: "
+        "nakodo_dagster/launcher.py), the same with Dagster's default launcher (the code server starts a fresh "
+        "Python per run), and the production instance (deploy/production/dagster.yaml, PostgreSQL on loopback, the "
+        "embedded default's launcher in place of Kubernetes'), each with its queued run coordinator and two import "
+        "runs at a time, measured one after the other. "
         f"Embedded default: **{daemon['block_runs_per_hour']:,} block runs an hour** (target at least "
         f"{BLOCK_RUNS_PER_HOUR_TARGET:,}: {_verdict(summary['daemon_target_met'])}). The machine is shared: "
         "the load average when each finished is in the table.",

@@ -25,6 +25,10 @@ PRIORITY = "dagster/priority"
 LINE = "nakodo/line"
 FIRST_BLOCK_LINE = "first block"
 BACKLOG_LINE = "backlog"
+# Where the embedded default's launcher forked a run's worker (nakodo_dagster/launcher.py): how a cancel from the UI
+# reaches it, and how run monitoring sees that it died.
+RUN_WORKER_PID = "nakodo/run_worker_pid"
+RUN_WORKER_HOST = "nakodo/run_worker_host"
 
 
 def stamp_tag(stamp: datetime) -> str:

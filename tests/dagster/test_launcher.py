@@ -1,0 +1,154 @@
+"""The embedded default's run launcher on a real instance: a run's worker is a fork of a warm process, runs the
+project's code as it is now, can be cancelled from any process on the host, and is seen dying."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._core.definitions.reconstruct import ReconstructableJob
+from dagster._core.launcher import WorkerStatus
+
+from nakodo_dagster import tags
+from nakodo_dagster.launcher import ForkserverRunLauncher
+
+DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.yaml"
+# A job the test writes to a file of its own, so a run's worker must import it from there, as it imports the
+# project's definitions.
+JOBS = """
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+
+ANSWER = {answer!r}
+
+
+@dg.op
+def answer() -> None:
+    Path(os.environ["LAUNCHER_TEST_OUT"]).write_text(f"{{ANSWER}} {{os.getpid()}} {{os.getppid()}}")
+
+
+@dg.op
+def wait() -> None:
+    try:
+        time.sleep(120)
+    except BaseException:
+        Path(os.environ["LAUNCHER_TEST_OUT"]).write_text("interrupted")
+        raise
+
+
+@dg.job(executor_def=dg.in_process_executor)
+def answer_job():
+    answer()
+
+
+@dg.job(executor_def=dg.in_process_executor)
+def wait_job():
+    wait()
+"""
+_FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+
+
+@pytest.fixture
+def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dg.DagsterInstance]:
+    """A real instance with the project's run launcher, as the embedded default's dagster.yaml configures it."""
+    monkeypatch.setenv("LAUNCHER_TEST_OUT", str(tmp_path / "out.txt"))
+    launcher = yaml.safe_load(DAGSTER_YAML.read_text())["run_launcher"]
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.instance_for_test(overrides={"run_launcher": launcher}, temp_dir=str(home)) as instance:
+        yield instance
+
+
+def _write_jobs(folder: Path, answer: str) -> Path:
+    path = folder / "launcher_jobs.py"
+    path.write_text(JOBS.format(answer=answer))
+    # The worker checks the source's time stamp against its cached bytecode: make the edit visibly newer.
+    later = time.time() + 2
+    os.utime(path, (later, later))
+    return path
+
+
+def _launch(instance: dg.DagsterInstance, path: Path, job_name: str) -> str:
+    recon = ReconstructableJob.for_file(str(path), job_name)
+    run = instance.create_run_for_job(recon.get_definition(), job_code_origin=recon.get_python_origin())
+    instance.launch_run(run.run_id, workspace=None)  # type: ignore[arg-type]
+    return run.run_id
+
+
+def _wait_for(instance: dg.DagsterInstance, run_id: str, statuses: set[dg.DagsterRunStatus]) -> dg.DagsterRun:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None
+        if run.status in statuses:
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} stayed {run.status}")
+
+
+def test_the_embedded_default_forks_each_runs_worker_from_the_fork_server(instance, tmp_path):
+    assert isinstance(instance.run_launcher, ForkserverRunLauncher)
+    path = _write_jobs(tmp_path, "first")
+    run = _wait_for(instance, _launch(instance, path, "answer_job"), _FINISHED)
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    answer, pid, parent = (tmp_path / "out.txt").read_text().split()
+    assert answer == "first"
+    # The worker's parent is the fork server, not this process.
+    assert int(pid) != os.getpid() and int(parent) != os.getpid()
+    assert run.tags[tags.RUN_WORKER_PID] == pid
+
+
+def test_a_run_runs_the_code_as_it_is_when_launched_not_as_it_was_when_the_fork_server_started(instance, tmp_path):
+    path = _write_jobs(tmp_path, "before the edit")
+    _wait_for(instance, _launch(instance, path, "answer_job"), _FINISHED)
+    assert (tmp_path / "out.txt").read_text().startswith("before the edit ")
+    _write_jobs(tmp_path, "after the edit")
+    run = _wait_for(instance, _launch(instance, path, "answer_job"), _FINISHED)
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert (tmp_path / "out.txt").read_text().startswith("after the edit ")
+
+
+def test_cancelling_a_run_interrupts_its_step_and_ends_it_canceled(instance, tmp_path):
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "wait_job")
+    _wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    # A fresh launcher, as in the webserver's process: it reaches the worker through the run's tags.
+    other = ForkserverRunLauncher()
+    other.register_instance(instance)
+    deadline = time.monotonic() + 30
+    while not instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records:
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.1)
+    assert other.terminate(run_id)
+    run = _wait_for(instance, run_id, _FINISHED)
+    assert run.status == dg.DagsterRunStatus.CANCELED
+    assert (tmp_path / "out.txt").read_text() == "interrupted"
+
+
+def test_run_monitoring_sees_a_worker_that_died(instance, tmp_path):
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "wait_job")
+    run = _wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    launcher = instance.run_launcher
+    assert launcher.supports_check_run_worker_health
+    assert launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
+    os.kill(int(run.tags[tags.RUN_WORKER_PID]), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (health := launcher.check_run_worker_health(run)).status != WorkerStatus.FAILED:
+        assert time.monotonic() < deadline, f"a killed worker still reads as {health.status}"
+        time.sleep(0.1)
+    assert run.tags[tags.RUN_WORKER_PID] in (health.msg or "")
+
+
+def test_a_run_launched_elsewhere_is_left_to_its_own_launcher(instance, tmp_path):
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "answer_job")
+    run = _wait_for(instance, run_id, _FINISHED)
+    elsewhere = run.with_tags({**run.tags, tags.RUN_WORKER_HOST: "another-host"})
+    assert instance.run_launcher.check_run_worker_health(elsewhere).status == WorkerStatus.RUNNING
