@@ -12,6 +12,7 @@ to open while it writes them (`_event_log_held_open`), which made writing them t
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import os
 import signal
@@ -24,7 +25,7 @@ from typing import Any, Self
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
-from dagster._core.storage.event_log import EventLogStorage, SqliteEventLogStorage
+from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import ConfigurableClass, ConfigurableClassData, deserialize_value, serialize_value
@@ -49,6 +50,17 @@ def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
         execute_run_command.main(args=[arguments], standalone_mode=False)
 
 
+def _sqlite_event_log(instance: InstanceRef | None) -> SqliteEventLogStorage | None:
+    """The instance's event log if it is Dagster's SQLite one; any other is not even opened here."""
+    data = instance.event_storage_data if instance else None
+    if data is None:
+        return None
+    storage_class = getattr(importlib.import_module(data.module_name), data.class_name)
+    if not issubclass(storage_class, SqliteEventLogStorage):
+        return None
+    return data.rehydrate(as_type=SqliteEventLogStorage)
+
+
 @contextlib.contextmanager
 def _event_log_held_open(instance: InstanceRef | None, run_id: str) -> Iterator[None]:
     """While the run writes its events, a connection of this process stays open on each SQLite file they go to.
@@ -58,8 +70,8 @@ def _event_log_held_open(instance: InstanceRef | None, run_id: str) -> Iterator[
     open makes those writes plain appends to the log (a run's events written in a third of the time), and the log
     is checkpointed as usual when it grows. Both files exist by now: the queue wrote the run's first events.
     """
-    storage = instance.event_storage_data.rehydrate(as_type=EventLogStorage) if instance else None
-    if not isinstance(storage, SqliteEventLogStorage):
+    storage = _sqlite_event_log(instance)
+    if storage is None:
         yield
         return
     paths = [storage.path_for_shard(shard) for shard in (INDEX_SHARD_NAME, run_id)]

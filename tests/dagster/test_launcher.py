@@ -152,3 +152,17 @@ def test_a_run_launched_elsewhere_is_left_to_its_own_launcher(instance, tmp_path
     run = _wait_for(instance, run_id, _FINISHED)
     elsewhere = run.with_tags({**run.tags, tags.RUN_WORKER_HOST: "another-host"})
     assert instance.run_launcher.check_run_worker_health(elsewhere).status == WorkerStatus.RUNNING
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads a process's open files from /proc")
+def test_a_worker_keeps_its_event_log_files_open_while_it_writes(instance, tmp_path):
+    """Dagster closes its SQLite connection after each event; the worker's own stays open on both files, so the
+    closes do not checkpoint the log each time."""
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "wait_job")
+    run = _wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    folder = Path(instance.event_log_storage.path_for_shard(run_id)).parent
+    fds = Path(f"/proc/{run.tags[tags.RUN_WORKER_PID]}/fd")
+    open_files = {str(link.readlink()) for link in fds.iterdir() if link.is_symlink()}
+    assert {str(folder / "index.db"), str(folder / f"{run_id}.db")} <= open_files
+    instance.run_launcher.terminate(run_id)
+    _wait_for(instance, run_id, _FINISHED)
