@@ -14,7 +14,7 @@ import dagster as dg
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
-from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, Area, Needs, areas_for, import_needs
+from nakodo_dagster.placement import RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, CampaignAccount, Store
 from nakodo_dagster.store.models import SearchProgress
@@ -27,7 +27,8 @@ MAP_POINTS = 20_000
 
 @dataclass(frozen=True)
 class CampaignProgress:
-    """How far a campaign's imports are: its areas and their states, its needs, what it still waits on."""
+    """How far a campaign's imports are: its areas and their states (loaded, coming, missing or failed), why each
+    failed area failed, its needs, what it still waits on."""
 
     areas: dict[str, Area]
     states: dict[str, str]
@@ -35,21 +36,24 @@ class CampaignProgress:
     pending: int
     not_loaded: int
 
+    @property
+    def failures(self) -> dict[str, str]:
+        """Why each failed area failed, by area key: what a map labels it with."""
+        return self.needs.failed
+
 
 def campaign_progress(store: Store, campaign: Campaign, off_reason: str | None, now: datetime) -> CampaignProgress:
     """The campaign's needs; with imports off nothing missing will ever come, so only marks are pending."""
     areas = areas_for(campaign.targeting)
     rows = store.import_rows(areas, campaign.targeting.categories)
     needs = import_needs(areas, campaign.targeting.categories, rows, now)
-    # A mark that is neither on its way nor to be asked for again is a failed import sitting out its week.
-    failed = {r.area for r in rows if r.release == REQUESTED} - needs.coming - set(needs.missing)
     states = {
         key: "coming"
         if key in needs.coming
         else "missing"
         if key in needs.missing
         else "failed"
-        if key in failed
+        if key in needs.failed
         else "loaded"
         for key in areas
     }

@@ -182,7 +182,7 @@ def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRe
             tags.IMPORT_KEY: run.key,
             tags.STAMP: tags.stamp_tag(stamp),
             tags.BOX: f"{west},{south},{east},{north}",
-            tags.AREA: run.areas[0] if run.country_code else f"{len(run.areas)} cells",
+            tags.AREA: run.areas[0] if run.country_code else plural(len(run.areas), "cell"),
             tags.CATEGORIES: ",".join(run.categories)[:200],
             tags.PRIORITY: str(FIRST_BLOCK_PRIORITY if first_block else BACKLOG_PRIORITY),
             tags.LINE: tags.FIRST_BLOCK_LINE if first_block else tags.BACKLOG_LINE,
@@ -250,7 +250,9 @@ def request_import_runs(
         counted = store.reserve_missing(now, 0, campaign_ids)
         state.checked_at, state.waiting = now - COMMIT_OVERLAP, 0
         clock.lap("needs")
-        message = f"{counted.missing_runs:,} import runs not asked for: {overture.off_reason}.{_left_out(counted)}"
+        message = (
+            f"{plural(counted.missing_runs, 'import run')} not asked for: {overture.off_reason}.{_left_out(counted)}"
+        )
         log.warning(message)
         return skip(message)
     pace, in_flight = queue_pace(instance)
@@ -258,8 +260,8 @@ def request_import_runs(
     clock.lap("queue")
     if not admitted:
         return skip(
-            f"The import queue is full: {in_flight:,} runs queued or running, about {pace:,.0f} an hour; "
-            f"{state.waiting:,} more runs wait for it."
+            f"The import queue is full: {plural(in_flight, 'run')} queued or running, about {pace:,.0f} an hour; "
+            f"{plural(state.waiting, 'more run')} {'waits' if state.waiting == 1 else 'wait'} for it."
         )
     relook = changed()
     if not relook and not state.waiting:
@@ -293,10 +295,11 @@ def request_import_runs(
         store.take_back([pair for run in runs for pair in run.pairs], stamp)
         raise
     summary = (
-        f"Asked for {len(launch):,} of {reservation.missing_runs:,} import runs of release {release}"
+        f"Asked for {len(launch):,} of {plural(reservation.missing_runs, 'import run')} of release {release}"
         + (f"; {len(runs) - len(launch):,} are already queued, running or just done" if len(runs) > len(launch) else "")
         + (
-            f"; {waiting:,} wait for the queue ({in_flight:,} queued or running, about {pace:,.0f} runs an hour)"
+            f"; {waiting:,} {'waits' if waiting == 1 else 'wait'} for the queue ({in_flight:,} queued or running, "
+            f"about {pace:,.0f} runs an hour)"
             if waiting
             else ""
         )
