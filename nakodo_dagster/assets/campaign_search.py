@@ -61,6 +61,11 @@ def campaign_progress(store: Store, campaign: Campaign, off_reason: str | None, 
     return CampaignProgress(areas, states, needs, len(waiting), len(needs.missing))
 
 
+def failed_areas(store: Store, campaign_id: int, now: datetime) -> dict[str, str]:
+    """Why each of the campaign's failed areas failed, by area key (what its map labels them with)."""
+    return campaign_progress(store, store.campaign(campaign_id), None, now).failures
+
+
 def _map_key(progress: SearchProgress, total: int) -> str:
     """What a campaign's map shows, in a few numbers: the same key, the same picture."""
     return f"{total} businesses; areas {progress.coming} coming, {progress.missing} missing, {progress.failed} failed"
@@ -111,11 +116,14 @@ def search_campaigns(
                 f"{campaign.name}: business listings of {plural(campaign.not_loaded, 'area')} not loaded: "
                 f"{off_reason}; searched what is already loaded."
             )
-        if campaign.failed:
+        failures = failed_areas(store, campaign.campaign_id, now) if campaign.failed else {}
+        if failures:
+            one = len(failures) == 1
             log.warning(
-                f"{campaign.name}: the import of {plural(campaign.failed, 'area')} failed; they are drawn red on the "
-                f"map and asked for again after {RETRY_DAYS} days (`nakodo imports status` lists them and how to retry "
-                "now). This campaign is searched again when they land."
+                f"{campaign.name}: {plural(len(failures), 'area')} failed to import ({next(iter(failures.values()))}"
+                f"{'' if one else ', and others'}); drawn red on the map, and asked for again {RETRY_DAYS} days after "
+                "the failure (`nakodo imports status` lists why and how to retry now). The campaign is searched "
+                f"again when {'it lands' if one else 'they land'}."
             )
         map_shown = always_map or campaign.campaign_id in changed
         yield (
@@ -130,6 +138,7 @@ def search_campaigns(
                 "pending_areas": campaign.pending(imports_on=off_reason is None),
                 "areas_not_loaded": campaign.not_loaded,
                 "areas_failed": campaign.failed,
+                "failed_areas": dg.MetadataValue.json(failures),
                 "areas": campaign.areas,
                 "arrived_at": dg.MetadataValue.timestamp(campaign.arrived_at)
                 if campaign.arrived_at

@@ -230,7 +230,7 @@ def places(
         "A re-import by hand overrides a mark on its way and a failed import's 7-day block."
     )
     stamp = store.store.force_request([(area.key, category)], now)
-    # The stamp on the run is how the sensors find this run's mark: to date it back if the run is killed, to take
+    # The stamp on the run is how the sensors find this run's mark: to mark it failed if the run is killed, to take
     # it back if it is cancelled, and to see that the mark has a run.
     context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
     (run,) = import_runs({area.key: [category]}, {area.key: area})

@@ -142,6 +142,27 @@ def _has_run(instance: dg.DagsterInstance, stamp: datetime, pairs: Sequence[tupl
     )
 
 
+def release_unsent(
+    store: Store, pairs: Sequence[tuple[str, str]], stamp: datetime, why: str, log: logging.Logger
+) -> int:
+    """Take back marks whose runs were never handed to Dagster, so that the next tick asks again; returns how many.
+
+    If even that fails, the marks are marked failed with why: the campaigns waiting on them count them failed and
+    say so now, rather than wait six hours on imports nobody asked for (the seeds rethrow for the same reason, "so
+    the campaign's search sees the failure"). If that fails too, the error goes up and fails the tick.
+    """
+    try:
+        return store.take_back(pairs, stamp)
+    except Exception as error:
+        reason = f"the import sensor could not launch the import ({why}) nor take its mark back ({error})"
+        marked = store.mark_failed(pairs, stamp, datetime.now(UTC), reason.splitlines()[0])
+        log.error(
+            f"{plural(marked, 'pair')} marked failed: {reason}. `nakodo imports status` lists them; "
+            "`nakodo imports retry AREA CATEGORY` asks for one again now."
+        )
+        return 0
+
+
 def take_back_unlaunched(
     instance: dg.DagsterInstance, store: Store, confirmed: set[str], now: datetime, log: logging.Logger
 ) -> set[str]:
@@ -161,7 +182,7 @@ def take_back_unlaunched(
         if _has_run(instance, stamp, pairs):
             still_confirmed.add(key)
         else:
-            taken += store.take_back(pairs, stamp)
+            taken += release_unsent(store, pairs, stamp, "its run never reached Dagster", log)
     if taken:
         log.warning(
             f"{plural(taken, 'import')} could not be launched; {'its area is' if taken == 1 else 'their areas are'} "
@@ -290,9 +311,9 @@ def request_import_runs(
         requests = [_run_request(run, stamp, run.key in reservation.first_runs) for run in launch]
         partitions = _new_partitions(instance, launch)
         clock.lap("requests")
-    except Exception:
+    except Exception as error:
         # Not asked for after all: the marks go, so the next tick asks again.
-        store.take_back([pair for run in runs for pair in run.pairs], stamp)
+        release_unsent(store, [pair for run in runs for pair in run.pairs], stamp, str(error), log)
         raise
     summary = (
         f"Asked for {len(launch):,} of {plural(reservation.missing_runs, 'import run')} of release {release}"

@@ -215,3 +215,34 @@ def test_campaigns_a_lowered_plan_paused_are_not_imported_for_and_the_tick_says_
     # Looking again (no cursor): nothing missing, and still the campaign left out, imports on or off.
     assert f"imports are on their way for 1 pair. {left_out}" in tick(instance, resources).skip_reason.skip_message
     assert left_out in tick(instance, resources_off).skip_reason.skip_message
+
+
+def test_marks_that_cannot_be_taken_back_are_marked_failed_with_why(instance, resources, monkeypatch):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+
+    def broken(run, stamp, first_block):
+        raise RuntimeError("the run request could not be built")
+
+    def refused(self, pairs, stamp):
+        # As the store does, an empty take-back does not reach the database.
+        if not pairs:
+            return 0
+        raise ConnectionError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(import_sensor_module, "_run_request", broken)
+    # On the class: the sensor's context builds its own store from the resource.
+    monkeypatch.setattr(type(store), "take_back", refused)
+    with pytest.raises(RuntimeError, match="could not be built"):
+        tick(instance, resources)
+    monkeypatch.undo()
+
+    # The campaign learns it: its areas count as failed, with why, rather than as imports on their way.
+    rows = store.import_rows(areas_for(LEEDS), LEEDS.categories)
+    assert rows and {row.failure for row in rows} == {
+        "the import sensor could not launch the import (the run request could not be built) nor take its mark back "
+        "(server closed the connection unexpectedly)"
+    }
+    [progress] = store.search_progress(datetime.now(UTC), [leeds])
+    assert (progress.coming, progress.failed) == (0, progress.areas - progress.missing)
+    assert progress.failed > 0

@@ -212,3 +212,25 @@ def test_a_campaign_is_searched_again_when_its_failed_areas_land_after_a_retry(i
     result = search_tick(instance, resources)
     assert batched(result) == [leeds]
     assert result.run_requests[0].tags["nakodo/why"] == "1 campaign: new places landed since the last search (1)"
+
+
+def test_a_search_counts_failed_areas_as_failed_and_says_why(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    [request] = import_sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests
+    pairs = [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
+    reason = "Overture release 2026-11-18.0: file part-00003.parquet is unreadable (truncated or not Parquet)"
+    store.mark_failed(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]), datetime.now(UTC), reason)
+    tick = search_tick(instance, resources)
+    instance.add_dynamic_partitions("campaign", list(tick.dynamic_partitions_requests[0].partition_keys))
+
+    run = search_campaigns_job.execute_in_process(
+        run_config=tick.run_requests[0].run_config, instance=instance, resources=resources
+    )
+
+    [materialisation] = run.asset_materializations_for_node("search_due_campaigns")
+    assert materialisation.partition == str(leeds)
+    metadata = {key: value.value for key, value in materialisation.metadata.items()}
+    failed = {area for area, _ in pairs}
+    assert (metadata["areas_failed"], metadata["pending_areas"]) == (len(failed), 0), "failed, not on their way"
+    assert metadata["failed_areas"] == dict.fromkeys(sorted(failed), reason)
