@@ -135,7 +135,7 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
         shown = report_failed_partitions(context.instance, run, pairs, store.store)
         context.log.info(
             f"Run {run.run_id} failed: "
-            + _some_of(shown, len(pairs), "shown as failed places partitions", "loaded by a newer import since")
+            + _some_of(shown, len(pairs), "shown as failed on the places page", "loaded by a newer import since")
         )
     elif marks is None:
         return dg.SkipReason(f"Run {run.run_id} holds no import marks.")
