@@ -33,8 +33,10 @@ def due_reason(progress: SearchProgress, imports_on: bool, now: datetime) -> str
     if in_flight(progress, now):
         return None
     # A pair stamped shortly before the last search began may have committed after it looked: until it is
-    # COMMIT_OVERLAP older than that search, it counts as landed since, unless that search read it. Without
-    # this, every landing brought two more searches that found nothing new.
+    # COMMIT_OVERLAP older than that search, it counts as landed since, unless that search read it (the newest
+    # landing it read is at least as new). Without that, every landing brought two more searches that found
+    # nothing. A pair stamped in the same milliseconds as a newer one the search read, and committed after the
+    # search began, waits for the campaign's next search, which reads it (searched_through is a minute back).
     arrived_at, seen = progress.arrived_at, progress.searched_landed
     unseen = arrived_at is not None and (seen is None or arrived_at > seen)
     visible_by = arrived_at + COMMIT_OVERLAP if unseen else None
