@@ -39,7 +39,9 @@ from nakodo_dagster.placement import (
     Targeting,
     areas_for,
     check_categories,
+    failure_reason,
     parse_area_key,
+    retry_allowed_at,
 )
 from nakodo_dagster.plan_config import configured_plans, plan_named
 from nakodo_dagster.plans import LIMITS, Plan
@@ -522,8 +524,10 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
         def on_step(message: str, report: SyncReport) -> None:
             bar.set_description_str(message, refresh=False)
             bar.set_postfix_str(
-                f"{report.import_runs} runs ({len(report.failed_runs)} failed), {report.searches} searches, "
-                f"{report.businesses_added} businesses added, {report.pending} areas pending"
+                f"{plural(report.import_runs, 'run')} ({len(report.failed_runs)} failed), "
+                f"{plural(report.searches, 'search', 'searches')}, "
+                f"{plural(report.businesses_added, 'business', 'businesses')} added, "
+                f"{plural(report.pending, 'area')} pending"
             )
             bar.update()
 
@@ -543,15 +547,17 @@ def sync(campaign_id: int | None, wait_seconds: float) -> None:
                 on_step=on_step,
             )
     click.echo(
-        f"Synced: {report.import_runs} import runs ({len(report.failed_runs)} failed), {report.searches} searches, "
-        f"{report.businesses_added} businesses added, {report.pending} areas still pending. Dagster's log: {log_path}"
+        f"Synced: {plural(report.import_runs, 'import run')} ({len(report.failed_runs)} failed), "
+        f"{plural(report.searches, 'search', 'searches')}, "
+        f"{plural(report.businesses_added, 'business', 'businesses')} added, "
+        f"{plural(report.pending, 'area')} still pending. Dagster's log: {log_path}"
     )
     if report.pending and not report.imports_off:
         click.echo(f"Imports still on their way after {wait_seconds:g} s: run `nakodo sync` again later.")
     if report.failed_runs:
         raise click.ClickException(
-            f"{len(report.failed_runs)} import runs failed (boxes {'; '.join(report.failed_runs)}): their pairs "
-            f"are not asked for again for {RETRY_DAYS} days; `nakodo imports status` shows them and "
+            f"{plural(len(report.failed_runs), 'import run')} failed (boxes {'; '.join(report.failed_runs)}): "
+            f"their pairs are not asked for again for {RETRY_DAYS} days; `nakodo imports status` shows them and "
             "`nakodo imports retry AREA CATEGORY` overrides the block"
         )
 
@@ -620,9 +626,9 @@ def imports_status(campaign_ids: tuple[int, ...]) -> None:
         click.echo(columns(["category", "fresh", "on their way", "failed", "stale", "oldest loaded"], rows), nl=False)
         click.echo(
             f"fresh: loaded less than {FRESH_DAYS} days ago. on their way: asked for less than {IMPORT_HOURS} h ago. "
-            f"failed: asked for longer ago and never loaded, not asked again for {RETRY_DAYS} days "
-            f"(`nakodo imports retry`). stale: loaded {FRESH_DAYS} days ago or more, or failed {RETRY_DAYS} days ago "
-            "or more: imported again when a campaign needs it."
+            f"failed: the import failed, or did not finish within {IMPORT_HOURS} h; not asked for again until "
+            f"{RETRY_DAYS} days after (`nakodo imports retry` now). stale: loaded {FRESH_DAYS} days ago or more, or "
+            f"failed {RETRY_DAYS} days ago or more: imported again when a campaign needs it."
         )
         _echo_failed_pairs(store, now)
     _echo_import_line(store, now, list(campaign_ids) or None)
@@ -633,23 +639,33 @@ _FAILED_LISTED = 20
 
 
 def _echo_failed_pairs(store: Store, now: datetime) -> None:
-    """The failed pairs campaigns need, each with when the import sensor asks for it again and how to retry now."""
+    """The failed pairs campaigns need, each with when and why it failed, when the import sensor asks for it again
+    and how to retry now."""
     coverage = store.coverage(now, _FAILED_LISTED)
-    failed = [pair for pair in coverage.listed if pair.state == "failed"]
+    failed = [pair for pair in coverage.listed if pair.state == "failed" and pair.imported_at is not None]
     if not failed:
         return
     click.echo(f"\nFailed imports campaigns need ({plural(coverage.counts['failed'], 'pair')}):")
+    # Each reason once, in full under the table (a table cuts long cells): a run's pairs share theirs.
+    reasons = {
+        reason: number
+        for number, reason in enumerate(dict.fromkeys(failure_reason(p.failure) for p in failed), start=1)
+    }
     rows = [
         [
             pair.category,
             pair.area,
-            f"{pair.imported_at + timedelta(days=RETRY_DAYS):%Y-%m-%d %H:%M} UTC",
+            # A lost import is known to have failed once its IMPORT_HOURS are over.
+            _utc(pair.imported_at if pair.failure else pair.imported_at + timedelta(hours=IMPORT_HOURS)),
+            f"[{reasons[failure_reason(pair.failure)]}]",
+            _utc(retry_allowed_at(pair.imported_at)),
             f"nakodo imports retry {pair.area} {pair.category}",
         ]
         for pair in failed
-        if pair.imported_at is not None
     ]
-    click.echo(columns(["category", "area", "asked again from", "to retry now"], rows), nl=False)
+    click.echo(columns(["category", "area", "failed", "why", "asked again from", "to retry now"], rows), nl=False)
+    for reason, number in reasons.items():
+        click.echo(f"[{number}] {reason}")
     if coverage.counts["failed"] > len(failed):
         click.echo(f"and {coverage.counts['failed'] - len(failed):,} more (the coverage check in Dagster lists them)")
 
@@ -709,8 +725,13 @@ def imports_retry(area: str, category: str) -> None:
     forgotten = store.forget_failed_import(area, category, now)
     if forgotten is not None:
         click.echo(
-            f"Forgot the failed import of {category} in {area} (asked for {forgotten.imported_at:%Y-%m-%d %H:%M} "
-            "UTC): the next import sensor tick or `nakodo sync` imports it again."
+            f"Forgot the failed import of {category} in {area} ("
+            + (
+                f"failed {_utc(forgotten.imported_at)}: {forgotten.failure}"
+                if forgotten.failure
+                else f"asked for {_utc(forgotten.imported_at)}, never finished"
+            )
+            + "): the next import sensor tick or `nakodo sync` imports it again."
         )
         return
     rows = store.import_rows([area], [category])
@@ -733,6 +754,10 @@ def imports_retry(area: str, category: str) -> None:
         f"{category} in {area} did not fail: release {row.release} was loaded {age.days} days ago. To re-import a "
         "loaded pair on purpose, materialise its places partition in the Dagster UI"
     )
+
+
+def _utc(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def _hours(age: timedelta) -> str:

@@ -30,6 +30,8 @@ FRESH_DAYS = 35
 IMPORT_HOURS = 6
 # A failed import keeps its mark for a week: the cheapest way not to hammer a job that keeps failing.
 RETRY_DAYS = 7
+# Why a mark reads as failed when its import never said: nothing landed within IMPORT_HOURS of asking.
+LOST_IMPORT = f"no import finished within {IMPORT_HOURS} hours of being asked for"
 REQUESTED = "requested"
 # A sensor's run requests become runs (queued at least) within seconds; a mark this old whose run does not exist
 # was never handed to Dagster (the daemon died between the tick and the launch), and nothing is on its way.
@@ -101,15 +103,21 @@ class PlaceImport:
     release: str
     rows: int
     imported_at: datetime
+    """When the release was loaded; for a mark, when it was asked for, or when its import failed."""
+    failure: str | None = None
+    """Why the mark's import failed, recorded when it did (its imported_at is then the failure's time); None for a
+    release, a mark on its way, or a mark whose import was lost without a word."""
 
 
 @dataclass(frozen=True)
 class Needs:
-    """What a set of pairs needs: pairs to ask for, areas waiting on an import, when real data last landed."""
+    """What a set of pairs needs: pairs to ask for, areas waiting on an import, when real data last landed, and
+    the areas left alone after a failed import, each with why."""
 
     missing: dict[str, list[str]]
     coming: set[str]
     arrived_at: datetime | None
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -302,11 +310,13 @@ def run_block(run: ImportRun) -> str:
 class Cutoffs:
     """The three boundaries of the freshness rules at one moment, the only place they are worked out.
 
-    A pair is fresh when a real release was loaded after ``fresh_after``; on its way when it was asked for
-    after ``coming_after``; failed (left alone) when asked for after ``retry_after`` but not after
-    ``coming_after``; missing otherwise. ``import_needs``, the store's set-based needs, its compare and set and
-    ``imports status`` all compare with these, strictly after, so that exactly 35 days, 6 hours or 7 days old
-    is on the older side everywhere.
+    A pair is fresh when a real release was loaded after ``fresh_after``. A mark is on its way when it was asked
+    for after ``coming_after``, unless its import failed: a failure is recorded with its own time, and reads as
+    failed at once, nobody waiting on it. A failed mark, or one asked for before ``coming_after`` that never
+    landed (a lost run), is left alone until ``retry_after`` passes its time: the failure's block lasts exactly
+    RETRY_DAYS from the failure. Missing otherwise. ``import_needs``, the store's set-based needs, its compare and
+    set and ``imports status`` all compare with these, strictly after, so that exactly 35 days, 6 hours or 7 days
+    old is on the older side everywhere.
     """
 
     fresh_after: datetime
@@ -321,14 +331,30 @@ class Cutoffs:
             retry_after=now - timedelta(days=RETRY_DAYS),
         )
 
-    def state(self, release: str, imported_at: datetime) -> str:
-        """``fresh``, ``coming``, ``failed`` or ``missing`` for a row of place_imports."""
+    def state(self, release: str, imported_at: datetime, failed: bool = False) -> str:
+        """``fresh``, ``coming``, ``failed`` or ``missing`` for a row of place_imports (``failed``: its import's
+        failure was recorded, at ``imported_at``)."""
         if release != REQUESTED:
             return "fresh" if imported_at > self.fresh_after else "missing"
-        if imported_at > self.coming_after:
+        if imported_at > self.coming_after and not failed:
             return "coming"
         # A failed import gives nothing back; without its mark every look would start it again.
         return "failed" if imported_at > self.retry_after else "missing"
+
+    def row_state(self, row: PlaceImport) -> str:
+        """``state`` of a place_imports row."""
+        return self.state(row.release, row.imported_at, row.failure is not None)
+
+
+def retry_allowed_at(failed_at: datetime) -> datetime:
+    """When a failed pair is asked for again on its own: RETRY_DAYS after its failure (or, for a lost import,
+    after it was asked for)."""
+    return failed_at + timedelta(days=RETRY_DAYS)
+
+
+def failure_reason(failure: str | None) -> str:
+    """Why a failed pair failed, in words: the reason recorded with it, or that its import was lost."""
+    return failure or LOST_IMPORT
 
 
 def import_needs(
@@ -337,7 +363,10 @@ def import_needs(
     rows: Iterable[PlaceImport],
     now: datetime,
 ) -> Needs:
-    """Sort every (area, category) pair into fresh, on its way, failed (left alone for a week) or missing."""
+    """Sort every (area, category) pair into fresh, on its way, failed (left alone for a week) or missing.
+
+    An area is on its way if any of its pairs is, else missing if any is, else failed if any is; a failed
+    area comes with its first failed pair's reason."""
     area_keys = list(areas) if isinstance(areas, Mapping) else [a.key for a in areas]
     categories = list(categories)
     rows = list(rows)
@@ -345,17 +374,21 @@ def import_needs(
     cutoffs = Cutoffs.at(now)
     missing: dict[str, list[str]] = {}
     coming: set[str] = set()
+    failed: dict[str, str] = {}
     for area in area_keys:
         for category in categories:
             row = by_pair.get((area, category))
-            state = cutoffs.state(row.release, row.imported_at) if row else "missing"
+            state = cutoffs.row_state(row) if row else "missing"
             if state == "coming":
                 coming.add(area)
             elif state == "missing":
                 missing.setdefault(area, []).append(category)
+            elif state == "failed" and row:
+                failed.setdefault(area, failure_reason(row.failure))
     # A search waiting for data needs the time real data landed, not when somebody asked for it.
     arrived_at = max((r.imported_at for r in rows if r.release != REQUESTED), default=None)
-    return Needs(missing, coming, arrived_at)
+    failed = {area: why for area, why in failed.items() if area not in coming and area not in missing}
+    return Needs(missing, coming, arrived_at, failed)
 
 
 def import_runs(missing: Mapping[str, Iterable[str]], areas: Mapping[str, Area]) -> list[ImportRun]:
@@ -400,6 +433,7 @@ def campaigns_needs(
     areas: dict[str, Area] = {}
     missing: dict[str, set[str]] = {}
     coming: set[str] = set()
+    failed: dict[str, str] = {}
     arrived_at: datetime | None = None
     for targeting, campaign_areas in zip(targetings, areas_of or [areas_for(t) for t in targetings], strict=True):
         areas.update(campaign_areas)
@@ -413,10 +447,12 @@ def campaigns_needs(
         for area, categories in needs.missing.items():
             missing.setdefault(area, set()).update(categories)
         coming |= needs.coming
+        failed.update(needs.failed)
         if needs.arrived_at and (arrived_at is None or needs.arrived_at > arrived_at):
             arrived_at = needs.arrived_at
     merged = {area: sorted(categories) for area, categories in missing.items()}
-    return areas, Needs(merged, coming, arrived_at)
+    failed = {area: why for area, why in failed.items() if area not in coming and area not in merged}
+    return areas, Needs(merged, coming, arrived_at, failed)
 
 
 # Two import runs at a time (dagster.yaml's queue and pool).

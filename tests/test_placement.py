@@ -17,12 +17,14 @@ from nakodo_dagster.placement import (
     FRESH_DAYS,
     IMPORT_HOURS,
     IMPORT_WAIT_HOURS,
+    LOST_IMPORT,
     RADII_KM,
     REQUESTED,
     RETRY_DAYS,
     SEARCH_AGAIN_MINUTES,
     SEARCH_WINDOW_HOURS,
     CountryLocation,
+    Cutoffs,
     ImportRun,
     PlaceImport,
     PointLocation,
@@ -35,6 +37,7 @@ from nakodo_dagster.placement import (
     import_needs,
     import_runs,
     parse_area_key,
+    retry_allowed_at,
     search_due,
 )
 
@@ -131,6 +134,41 @@ def test_timeline_asked_failed_fresh():
     assert import_needs({a: areas[a]}, ["pub"], stale, NOW).missing == {a: ["pub"]}
     fresh = [row(a, "pub", "2026-10-15.0", NOW - timedelta(days=FRESH_DAYS) + timedelta(seconds=1))]
     assert import_needs({a: areas[a]}, ["pub"], fresh, NOW).missing == {}
+
+
+def test_a_recorded_failure_reads_as_failed_at_once_and_for_exactly_the_week_after_it():
+    a = "cell:53.5,-2"
+    failed_at = hours_ago(0.1)
+    failed = PlaceImport(a, "cafe", REQUESTED, 0, failed_at, "file part-00003.parquet is unreadable")
+    lost = PlaceImport(a, "cafe", REQUESTED, 0, failed_at)
+    end = retry_allowed_at(failed_at)
+    assert end == failed_at + timedelta(days=RETRY_DAYS)
+
+    assert Cutoffs.at(NOW).row_state(failed) == "failed", "nobody waits on a pair known to have failed"
+    assert Cutoffs.at(NOW).row_state(lost) == "coming", "without a recorded failure the mark is on its way"
+    # The old back-dating ended the block 6 hours early: the block now runs to the week's last moment.
+    assert Cutoffs.at(end - timedelta(hours=IMPORT_HOURS)).row_state(failed) == "failed"
+    assert Cutoffs.at(end - timedelta(microseconds=1)).row_state(failed) == "failed"
+    assert Cutoffs.at(end).row_state(failed) == "missing"
+
+
+def test_import_needs_gives_each_failed_area_and_why():
+    a, b, c = "cell:53.5,-2", "cell:53.5,-1.5", "cell:53,-2"
+    areas = {k: parse_area_key(k) for k in (a, b, c)}
+    rows = [
+        PlaceImport(a, "cafe", REQUESTED, 0, hours_ago(1), "file part-00003.parquet is unreadable"),
+        row(a, "pub", "2026-11-18.0", hours_ago(2)),
+        # A mark lost without a word: failed once its 6 hours are over.
+        row(b, "cafe", REQUESTED, hours_ago(IMPORT_HOURS + 1)),
+        row(b, "pub", "2026-11-18.0", hours_ago(2)),
+        # An area with a pair failed and one on its way is on its way.
+        PlaceImport(c, "cafe", REQUESTED, 0, hours_ago(1), "timed out"),
+        row(c, "pub", REQUESTED, hours_ago(1)),
+    ]
+    needs = import_needs(areas, ["cafe", "pub"], rows, NOW)
+    assert needs.failed == {a: "file part-00003.parquet is unreadable", b: LOST_IMPORT}
+    assert needs.coming == {c}
+    assert needs.missing == {}
 
 
 def test_arrived_at_ignores_marks():

@@ -14,7 +14,7 @@ import dagster as dg
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
-from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, Area, Needs, areas_for, import_needs
+from nakodo_dagster.placement import RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, CampaignAccount, Store
 from nakodo_dagster.store.models import SearchProgress
@@ -27,7 +27,8 @@ MAP_POINTS = 20_000
 
 @dataclass(frozen=True)
 class CampaignProgress:
-    """How far a campaign's imports are: its areas and their states, its needs, what it still waits on."""
+    """How far a campaign's imports are: its areas and their states (loaded, coming, missing or failed), why each
+    failed area failed, its needs, what it still waits on."""
 
     areas: dict[str, Area]
     states: dict[str, str]
@@ -35,26 +36,34 @@ class CampaignProgress:
     pending: int
     not_loaded: int
 
+    @property
+    def failures(self) -> dict[str, str]:
+        """Why each failed area failed, by area key: what a map labels it with."""
+        return self.needs.failed
+
 
 def campaign_progress(store: Store, campaign: Campaign, off_reason: str | None, now: datetime) -> CampaignProgress:
     """The campaign's needs; with imports off nothing missing will ever come, so only marks are pending."""
     areas = areas_for(campaign.targeting)
     rows = store.import_rows(areas, campaign.targeting.categories)
     needs = import_needs(areas, campaign.targeting.categories, rows, now)
-    # A mark that is neither on its way nor to be asked for again is a failed import sitting out its week.
-    failed = {r.area for r in rows if r.release == REQUESTED} - needs.coming - set(needs.missing)
     states = {
         key: "coming"
         if key in needs.coming
         else "missing"
         if key in needs.missing
         else "failed"
-        if key in failed
+        if key in needs.failed
         else "loaded"
         for key in areas
     }
     waiting = set(needs.coming) if off_reason else set(needs.coming) | set(needs.missing)
     return CampaignProgress(areas, states, needs, len(waiting), len(needs.missing))
+
+
+def failed_areas(store: Store, campaign_id: int, now: datetime) -> dict[str, str]:
+    """Why each of the campaign's failed areas failed, by area key (what its map labels them with)."""
+    return campaign_progress(store, store.campaign(campaign_id), None, now).failures
 
 
 def _map_key(progress: SearchProgress, total: int) -> str:
@@ -107,11 +116,14 @@ def search_campaigns(
                 f"{campaign.name}: business listings of {plural(campaign.not_loaded, 'area')} not loaded: "
                 f"{off_reason}; searched what is already loaded."
             )
-        if campaign.failed:
+        failures = failed_areas(store, campaign.campaign_id, now) if campaign.failed else {}
+        if failures:
+            one = len(failures) == 1
             log.warning(
-                f"{campaign.name}: the import of {plural(campaign.failed, 'area')} failed; they are drawn red on the "
-                f"map and asked for again after {RETRY_DAYS} days (`nakodo imports status` lists them and how to retry "
-                "now). This campaign is searched again when they land."
+                f"{campaign.name}: {plural(len(failures), 'area')} failed to import ({next(iter(failures.values()))}"
+                f"{'' if one else ', and others'}); drawn red on the map, and asked for again {RETRY_DAYS} days after "
+                "the failure (`nakodo imports status` lists why and how to retry now). The campaign is searched "
+                f"again when {'it lands' if one else 'they land'}."
             )
         map_shown = always_map or campaign.campaign_id in changed
         yield (
@@ -126,6 +138,7 @@ def search_campaigns(
                 "pending_areas": campaign.pending(imports_on=off_reason is None),
                 "areas_not_loaded": campaign.not_loaded,
                 "areas_failed": campaign.failed,
+                "failed_areas": dg.MetadataValue.json(failures),
                 "areas": campaign.areas,
                 "arrived_at": dg.MetadataValue.timestamp(campaign.arrived_at)
                 if campaign.arrived_at

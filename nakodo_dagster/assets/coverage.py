@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import dagster as dg
 
 from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES
 from nakodo_dagster.partitions import places_partition
-from nakodo_dagster.placement import FRESH_DAYS, REQUESTED, RETRY_DAYS
+from nakodo_dagster.placement import FRESH_DAYS, REQUESTED, RETRY_DAYS, retry_allowed_at
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
 from nakodo_dagster.store.models import Coverage, NeededPair
@@ -40,12 +40,15 @@ def _why(pair: NeededPair) -> str:
     """Why the pair is in its state, or until when, in a few words."""
     if pair.imported_at is None:
         return "never asked for"
+    # A mark's time is when its import failed, if that was recorded, else when it was asked for.
+    when = f"{'failed' if pair.failure else 'asked for'} {_day(pair.imported_at)}"
     if pair.state == "failed":
-        return f"blocked until {_day(pair.imported_at + timedelta(days=RETRY_DAYS))}"
+        # Why it failed is in `nakodo imports status` and on the failed run: here it would crowd the list out.
+        return f"{when}; asked for again from {_day(retry_allowed_at(pair.imported_at))}"
     if pair.state == "coming":
-        return f"asked for {_day(pair.imported_at)}"
+        return when
     if pair.release == REQUESTED:
-        return f"failed {_day(pair.imported_at)}, its week is over"
+        return f"{when}, over {RETRY_DAYS} days ago: due again"
     return f"{pair.release} loaded {_day(pair.imported_at)}, over {FRESH_DAYS} days ago"
 
 

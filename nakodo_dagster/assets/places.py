@@ -132,9 +132,10 @@ def import_or_release_marks(
             store.take_back(run.pairs, stamp)
         raise
     except Exception as exc:
+        failure = import_failure(run, release, exc)
         if stamp is not None:
-            store.mark_failed(run.pairs, stamp, datetime.now(UTC))
-        raise import_failure(run, release, exc) from exc
+            store.mark_failed(run.pairs, stamp, datetime.now(UTC), failure_headline(failure))
+        raise failure from exc
 
 
 def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.Failure:
@@ -147,7 +148,8 @@ def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.
     retry = f"nakodo imports retry {first[0]} {first[1]}"
     description = (
         f"{where}: {fault.what}\n"
-        f"{plural(len(pairs), 'pair')} of this import now read as failed; the import sensor asks for them again on "
+        f"{plural(len(pairs), 'pair')} of this import {'is' if len(pairs) == 1 else 'are'} marked failed; no campaign "
+        "waits for them, and the import sensor asks for them again on "
         f"its own after {RETRY_DAYS} days. To retry now: `{retry}`"
         + (f" (and the same for the {plural(len(pairs) - 1, 'other pair')})" if len(pairs) > 1 else "")
         + "."
@@ -164,6 +166,11 @@ def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.
     return dg.Failure(description=description, metadata=metadata, allow_retries=False)
 
 
+def failure_headline(failure: dg.Failure) -> str:
+    """A step failure's first line: what failed, in plain words, kept with its pairs as their reason."""
+    return (failure.description or "the import failed").splitlines()[0]
+
+
 def run_stamp(run: dg.DagsterRun) -> datetime | None:
     """The stamp of the marks a run holds (its STAMP tag), or None if it holds none."""
     value = run.tags.get(tags.STAMP)
@@ -177,6 +184,8 @@ def _was(store: Store, area: str, category: str, now: datetime) -> str:
         return "never imported"
     (row,) = rows
     when = f"{row.imported_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    if row.release == REQUESTED and row.failure:
+        return f"an import that failed at {when}: {row.failure}"
     if row.release == REQUESTED:
         return f"an import asked for at {when} ({(now - row.imported_at).total_seconds() / 3600:.1f} h ago), not loaded"
     return f"release {row.release}, {row.rows:,} places, loaded at {when}"
@@ -221,7 +230,7 @@ def places(
         "A re-import by hand overrides a mark on its way and a failed import's 7-day block."
     )
     stamp = store.store.force_request([(area.key, category)], now)
-    # The stamp on the run is how the sensors find this run's mark: to date it back if the run is killed, to take
+    # The stamp on the run is how the sensors find this run's mark: to mark it failed if the run is killed, to take
     # it back if it is cancelled, and to see that the mark has a run.
     context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
     (run,) = import_runs({area.key: [category]}, {area.key: area})

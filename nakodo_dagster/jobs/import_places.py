@@ -16,6 +16,7 @@ from nakodo_dagster.assets.places import (
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
 from nakodo_dagster.placement import ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.words import plural
 
 
 class ImportRunConfig(dg.Config):
@@ -34,10 +35,11 @@ def import_block(
 ) -> None:
     """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
     run = ImportRun.from_payload(config.model_dump())
-    context.log.info(f"Reading {len(run.pairs)} pairs in box {run.bbox}")
+    context.log.info(f"Reading {plural(len(run.pairs), 'pair')} in box {run.bbox}")
     outcome = import_or_release_marks(run, store.store, overture, run_stamp(context.run))
     context.log.info(
-        f"Wrote {sum(p.rows for p in outcome.pairs)} places from release {outcome.release} in {outcome.seconds:.1f} s"
+        f"Wrote {plural(sum(p.rows for p in outcome.pairs), 'place')} from release {outcome.release} "
+        f"in {outcome.seconds:.1f} s"
     )
     if warning := replaced_marks_warning(outcome):
         context.log.warning(warning)

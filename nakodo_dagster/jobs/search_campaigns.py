@@ -11,6 +11,7 @@ from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campai
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.words import plural
 
 
 class SearchBatchConfig(dg.Config):
@@ -45,7 +46,9 @@ def search_due_campaigns(
         context.log_event(
             dg.AssetMaterialization(asset_key=CAMPAIGN_SEARCH, partition=str(campaign_id), metadata=metadata)
         )
-    context.log.info(f"Searched {len(config.campaign_ids)} campaigns; added {added} businesses")
+    context.log.info(
+        f"Searched {plural(len(config.campaign_ids), 'campaign')}; added {plural(added, 'business', 'businesses')}"
+    )
 
 
 @dg.job(

@@ -20,10 +20,9 @@ from nakodo_dagster.assets.places import PLACES, run_stamp
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.jobs.import_places import import_block, import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
-from nakodo_dagster.placement import REQUESTED, ImportRun
+from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
-from nakodo_dagster.words import plural
 
 
 @dataclass(frozen=True)
@@ -85,6 +84,27 @@ def report_failed_partitions(
     return len(failed)
 
 
+def _some_of(done: int, held: int, what: str, others: str) -> str:
+    """What happened to ``done`` of a run's ``held`` pairs, and that the rest were ``others``, in one sentence:
+    "its 2 pairs were marked failed", "1 of its 3 pairs was ...; the other 2 were ...", "its pair was ..."."""
+    if done == held:
+        subject = "its pair was" if held == 1 else f"its {held} pairs were"
+        return f"{subject} {what}."
+    rest = held - done
+    rest_words = "the other was" if rest == 1 else f"the other {rest} were"
+    if done == 0:
+        return f"{'its pair was' if held == 1 else f'its {held} pairs were'} {others}."
+    return f"{done} of its {held} pairs {'was' if done == 1 else 'were'} {what}; {rest_words} {others}."
+
+
+def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
+    """Why a run failed, in one line, for the pairs it held: Dagster's own words for the failure (a killed
+    worker, a step that failed) after the run's id."""
+    message = (context.failure_event.message or "").strip()
+    first = message.splitlines()[0] if message else "no reason given"
+    return f"import run {context.dagster_run.run_id} failed: {first}"
+
+
 # Without monitored_jobs a run status sensor watches every job of the code location: the places asset is
 # materialised by hand through Dagster's implicit asset job, which has no definition to name here.
 @dg.run_failure_sensor(
@@ -97,14 +117,15 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     run, now = context.dagster_run, datetime.now(UTC)
     marks = held_marks(run)
     if marks is not None:
-        marked = store.store.mark_failed(marks.pairs, marks.stamp, now)
+        marked = store.store.mark_failed(marks.pairs, marks.stamp, now, run_failure_reason(context))
         context.log.info(
-            f"Run {run.run_id} failed: {plural(marked, 'area and category', 'areas and categories')} of its "
-            f"{len(marks.pairs)} now count as failed; campaigns stop waiting for them. "
-            + (
-                "The rest had already been counted as failed by the run itself, or loaded by a newer import."
-                if marked < len(marks.pairs)
-                else ""
+            f"Run {run.run_id} failed: "
+            + _some_of(
+                marked,
+                len(marks.pairs),
+                f"marked failed: no campaign waits for a failed pair, which is asked for again after {RETRY_DAYS} "
+                "days (`nakodo imports status` lists the failed pairs and how to retry now)",
+                "already marked failed by the run itself, or loaded by a newer import",
             )
         )
     # A run of the places asset was planned partition by partition when it was created; an import_places run
@@ -113,7 +134,8 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     if pairs is not None:
         shown = report_failed_partitions(context.instance, run, pairs, store.store)
         context.log.info(
-            f"Run {run.run_id} failed: {plural(shown, 'partition')} of places shown as failed, of its {len(pairs)}."
+            f"Run {run.run_id} failed: "
+            + _some_of(shown, len(pairs), "shown as failed on the places page", "loaded by a newer import since")
         )
     elif marks is None:
         return dg.SkipReason(f"Run {run.run_id} holds no import marks.")
@@ -132,8 +154,9 @@ def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResourc
         return dg.SkipReason(f"Run {context.dagster_run.run_id} holds no import marks.")
     taken = store.store.take_back(marks.pairs, marks.stamp)
     context.log.info(
-        f"Run {context.dagster_run.run_id} was cancelled: {plural(taken, 'area and category', 'areas and categories')}"
-        f" of its {len(marks.pairs)} are free to be imported again at the next tick"
-        + ("." if taken == len(marks.pairs) else "; the others were freed by the run itself or loaded since.")
+        f"Run {context.dagster_run.run_id} was cancelled: "
+        + _some_of(
+            taken, len(marks.pairs), "free to be imported again at the next tick", "freed by the run itself or loaded"
+        )
     )
     return None

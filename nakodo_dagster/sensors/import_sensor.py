@@ -142,6 +142,27 @@ def _has_run(instance: dg.DagsterInstance, stamp: datetime, pairs: Sequence[tupl
     )
 
 
+def release_unsent(
+    store: Store, pairs: Sequence[tuple[str, str]], stamp: datetime, why: str, log: logging.Logger
+) -> int:
+    """Take back marks whose runs were never handed to Dagster, so that the next tick asks again; returns how many.
+
+    If even that fails, the marks are marked failed with why: the campaigns waiting on them count them failed and
+    say so now, rather than wait six hours on imports nobody asked for (the seeds rethrow for the same reason, "so
+    the campaign's search sees the failure"). If that fails too, the error goes up and fails the tick.
+    """
+    try:
+        return store.take_back(pairs, stamp)
+    except Exception as error:
+        reason = f"the import sensor could not launch the import ({why}) nor take its mark back ({error})"
+        marked = store.mark_failed(pairs, stamp, datetime.now(UTC), reason.splitlines()[0])
+        log.error(
+            f"{plural(marked, 'pair')} marked failed: {reason}. `nakodo imports status` lists them; "
+            "`nakodo imports retry AREA CATEGORY` asks for one again now."
+        )
+        return 0
+
+
 def take_back_unlaunched(
     instance: dg.DagsterInstance, store: Store, confirmed: set[str], now: datetime, log: logging.Logger
 ) -> set[str]:
@@ -161,7 +182,7 @@ def take_back_unlaunched(
         if _has_run(instance, stamp, pairs):
             still_confirmed.add(key)
         else:
-            taken += store.take_back(pairs, stamp)
+            taken += release_unsent(store, pairs, stamp, "its run never reached Dagster", log)
     if taken:
         log.warning(
             f"{plural(taken, 'import')} could not be launched; {'its area is' if taken == 1 else 'their areas are'} "
@@ -182,7 +203,7 @@ def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRe
             tags.IMPORT_KEY: run.key,
             tags.STAMP: tags.stamp_tag(stamp),
             tags.BOX: f"{west},{south},{east},{north}",
-            tags.AREA: run.areas[0] if run.country_code else f"{len(run.areas)} cells",
+            tags.AREA: run.areas[0] if run.country_code else plural(len(run.areas), "cell"),
             tags.CATEGORIES: ",".join(run.categories)[:200],
             tags.PRIORITY: str(FIRST_BLOCK_PRIORITY if first_block else BACKLOG_PRIORITY),
             tags.LINE: tags.FIRST_BLOCK_LINE if first_block else tags.BACKLOG_LINE,
@@ -250,7 +271,9 @@ def request_import_runs(
         counted = store.reserve_missing(now, 0, campaign_ids)
         state.checked_at, state.waiting = now - COMMIT_OVERLAP, 0
         clock.lap("needs")
-        message = f"{counted.missing_runs:,} import runs not asked for: {overture.off_reason}.{_left_out(counted)}"
+        message = (
+            f"{plural(counted.missing_runs, 'import run')} not asked for: {overture.off_reason}.{_left_out(counted)}"
+        )
         log.warning(message)
         return skip(message)
     pace, in_flight = queue_pace(instance)
@@ -258,8 +281,8 @@ def request_import_runs(
     clock.lap("queue")
     if not admitted:
         return skip(
-            f"The import queue is full: {in_flight:,} runs queued or running, about {pace:,.0f} an hour; "
-            f"{state.waiting:,} more runs wait for it."
+            f"The import queue is full: {plural(in_flight, 'run')} queued or running, about {pace:,.0f} an hour; "
+            f"{plural(state.waiting, 'more run')} {'waits' if state.waiting == 1 else 'wait'} for it."
         )
     relook = changed()
     if not relook and not state.waiting:
@@ -288,15 +311,16 @@ def request_import_runs(
         requests = [_run_request(run, stamp, run.key in reservation.first_runs) for run in launch]
         partitions = _new_partitions(instance, launch)
         clock.lap("requests")
-    except Exception:
+    except Exception as error:
         # Not asked for after all: the marks go, so the next tick asks again.
-        store.take_back([pair for run in runs for pair in run.pairs], stamp)
+        release_unsent(store, [pair for run in runs for pair in run.pairs], stamp, str(error), log)
         raise
     summary = (
-        f"Asked for {len(launch):,} of {reservation.missing_runs:,} import runs of release {release}"
+        f"Asked for {len(launch):,} of {plural(reservation.missing_runs, 'import run')} of release {release}"
         + (f"; {len(runs) - len(launch):,} are already queued, running or just done" if len(runs) > len(launch) else "")
         + (
-            f"; {waiting:,} wait for the queue ({in_flight:,} queued or running, about {pace:,.0f} runs an hour)"
+            f"; {waiting:,} {'waits' if waiting == 1 else 'wait'} for the queue ({in_flight:,} queued or running, "
+            f"about {pace:,.0f} runs an hour)"
             if waiting
             else ""
         )

@@ -33,8 +33,13 @@ def due_reason(progress: SearchProgress, imports_on: bool, now: datetime) -> str
     if in_flight(progress, now):
         return None
     # A pair stamped shortly before the last search began may have committed after it looked: until it is
-    # COMMIT_OVERLAP older than that search, it counts as landed since.
-    visible_by = progress.arrived_at + COMMIT_OVERLAP if progress.arrived_at else None
+    # COMMIT_OVERLAP older than that search, it counts as landed since, unless that search read it (the newest
+    # landing it read is at least as new). Without that, every landing brought two more searches that found
+    # nothing. A pair stamped in the same milliseconds as a newer one the search read, and committed after the
+    # search began, waits for the campaign's next search, which reads it (searched_through is a minute back).
+    arrived_at, seen = progress.arrived_at, progress.searched_landed
+    unseen = arrived_at is not None and (seen is None or arrived_at > seen)
+    visible_by = arrived_at + COMMIT_OVERLAP if unseen else None
     return search_due(progress.window_start, progress.searched_at, progress.pending(imports_on), visible_by, now)
 
 
@@ -76,7 +81,9 @@ def search_sensor(
         )
     store.store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)
     summary = _summary(reasons)
-    context.log.info(f"Searching {summary}; {recounted:,} of {len(campaigns):,} campaigns' progress recounted.")
+    context.log.info(
+        f"Searching {summary}; progress recounted for {recounted:,} of {plural(len(campaigns), 'campaign')}."
+    )
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_config=search_run_config(sorted(reasons), reasons), tags={tags.WHY: summary})],
         dynamic_partitions_requests=partitions,

@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
-    IMPORT_HOURS,
     LAUNCH_GRACE_MINUTES,
     REQUESTED,
     CountryLocation,
@@ -330,16 +329,19 @@ class Store(ABC):
             return 0
         return len(self._rows_changing_needs(sql.TAKE_BACK, **params, requested=REQUESTED, stamp=stamp))
 
-    def mark_failed(self, pairs: Iterable[tuple[str, str]], stamp: datetime, now: datetime) -> int:
-        """Date a failed import's own marks (its exact ``stamp``) back so campaigns stop waiting now; the 7-day
-        block runs from there. Returns how many marks were dated back."""
+    def mark_failed(self, pairs: Iterable[tuple[str, str]], stamp: datetime, now: datetime, reason: str) -> int:
+        """Record that a failed import's own marks (its exact ``stamp``) failed at ``now``, and why: they read as
+        failed at once, so campaigns stop waiting, and are asked for again RETRY_DAYS after ``now``. Returns how
+        many marks were recorded as failed (a mark already failed, or replaced by another, is left as it is)."""
         params = _pair_params(pairs)
         if not params["areas"]:
             return 0
-        # A mark older than IMPORT_HOURS already reads as failed: moving it would only shorten its block.
-        failed_at = now - timedelta(hours=IMPORT_HOURS)
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInput("a failed import needs a reason in words, e.g. 'file part-00003.parquet is unreadable'")
         return len(
-            self._rows_changing_needs(sql.MARK_FAILED, **params, requested=REQUESTED, stamp=stamp, failed_at=failed_at)
+            self._rows_changing_needs(
+                sql.MARK_FAILED, **params, requested=REQUESTED, stamp=stamp, failed_at=now, failure=reason.strip()
+            )
         )
 
     def _rows_changing_needs(self, statement: str, **params: Any) -> list[tuple]:
@@ -358,7 +360,7 @@ class Store(ABC):
 
     def needs_changed_since(self, since: datetime, now: datetime) -> bool:
         """Whether a pair may have become missing after ``since``: a noted change (a campaign added or changed,
-        a mark taken back or dated back), or a release or a failed mark aging past its boundary."""
+        a mark taken back or failed), or a release or a failed mark aging past its boundary."""
 
         def work(tx: Transaction) -> bool:
             [(noted,)] = tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)
@@ -851,6 +853,7 @@ class Store(ABC):
                 through=now - COMMIT_OVERLAP,
                 targeting=targeting_text,
                 businesses=total,
+                landed=max((imported_at for *_, imported_at in landed), default=None),
             )
             return added, total
 
@@ -868,9 +871,9 @@ class Store(ABC):
         return tx.written(
             sql.add_found_businesses(len(points), self._BYTE_ORDER, holds),
             **point_params,
-            areas=[area for area, _, _ in pairs],
-            categories=[category for _, category, _ in pairs],
-            ranks=[rank for _, _, rank in pairs],
+            areas=[area for area, *_ in pairs],
+            categories=[category for _, category, *_ in pairs],
+            ranks=[rank for _, _, rank, *_ in pairs],
             countries=[loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)],
             campaign_id=campaign_id,
             now=now,

@@ -47,6 +47,8 @@ class SearchProgress:
     window_start: datetime | None
     requested_at: datetime | None
     searched_at: datetime | None
+    searched_landed: datetime | None = None
+    """The newest real imported_at among the pairs the last search read: places it has already seen."""
 
     def pending(self, imports_on: bool) -> int:
         """Areas the search still waits on: with imports off nothing missing will ever come."""
@@ -165,6 +167,9 @@ class NeededPair:
     release: str | None
     """The release loaded, ``requested`` for a mark, None if the pair was never asked for."""
     imported_at: datetime | None
+    """When the release was loaded, the mark asked for, or its import failed."""
+    failure: str | None = None
+    """Why the pair's import failed, if that was recorded (placement.PlaceImport.failure)."""
 
 
 @dataclass(frozen=True)

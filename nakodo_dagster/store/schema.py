@@ -255,4 +255,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             """,
         ),
     ),
+    (
+        7,
+        (
+            # Why a mark's import failed, written when it fails (Store.mark_failed), which also sets the row's
+            # imported_at to the failure's time: a failed mark reads as failed at once (placement.Cutoffs), every
+            # time shown is true, and its block lasts RETRY_DAYS from the failure. NULL for a release, a mark on its
+            # way, and a mark lost without a word (read as failed from IMPORT_HOURS after it was asked for). Marks
+            # failed before this version were dated back 6 hours instead: they read as lost ones, as they did.
+            "ALTER TABLE place_imports ADD COLUMN failure TEXT",
+        ),
+    ),
+    (
+        8,
+        (
+            # The newest imported_at among the landed pairs the campaign's last search read: a search need not run
+            # again for places it has already seen (sensors.search_sensor.due_reason).
+            "ALTER TABLE campaign_searches ADD COLUMN searched_landed TIMESTAMPTZ",
+        ),
+    ),
 )

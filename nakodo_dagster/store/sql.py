@@ -32,19 +32,22 @@ SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 # A list of (area, category) pairs as two arrays zipped in one SELECT: one parameter, whatever the count.
 PAIRS = "(SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category)"
 
-IMPORT_ROWS = """
-SELECT area, category, release, rows, imported_at FROM place_imports
+IMPORT_COLUMNS = "area, category, release, rows, imported_at, failure"
+
+IMPORT_ROWS = f"""
+SELECT {IMPORT_COLUMNS} FROM place_imports
 WHERE area IN (SELECT unnest($areas::TEXT[])) AND category IN (SELECT unnest($categories::TEXT[]))
 """
 
 
 def pair_state(row: str) -> str:
     """placement.Cutoffs in SQL, for the place_imports columns of ``row`` (a table name of this module, never
-    user text): the one rule for fresh, on its way, failed and missing; no row at all is missing."""
+    user text): the one rule for fresh, on its way, failed and missing; no row at all is missing. A mark whose
+    failure was recorded is never on its way."""
     return f"""CASE
         WHEN {row}.release IS NULL THEN 'missing'
         WHEN {row}.release <> $requested THEN CASE WHEN {row}.imported_at > $fresh_after THEN 'fresh' ELSE 'missing' END
-        WHEN {row}.imported_at > $coming_after THEN 'coming'
+        WHEN {row}.failure IS NULL AND {row}.imported_at > $coming_after THEN 'coming'
         WHEN {row}.imported_at > $retry_after THEN 'failed'
         ELSE 'missing'
     END"""
@@ -54,7 +57,7 @@ def pair_state(row: str) -> str:
 # rule from the other side (only a missing pair is taken over); $force is the analyst's deliberate override.
 ON_CONFLICT_MISSING = f"""
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, rows = 0, imported_at = excluded.imported_at
+SET release = excluded.release, rows = 0, imported_at = excluded.imported_at, failure = NULL
 WHERE $force OR {pair_state("place_imports")} = 'missing'
 RETURNING area, category
 """
@@ -116,7 +119,9 @@ GROUP BY block
 LINE_TOTALS = "SELECT count(*), coalesce(sum(pairs), 0) FROM new_line"
 
 # Marks on their way, found through the imported_at index rather than by joining every campaign's pairs.
-COMING_PAIRS = "SELECT count(*) FROM place_imports WHERE release = $requested AND imported_at > $coming_after"
+COMING_PAIRS = """
+SELECT count(*) FROM place_imports WHERE release = $requested AND imported_at > $coming_after AND failure IS NULL
+"""
 
 # Fair share: the line of missing blocks, in the order admission takes them. Each account lines its blocks up:
 # every campaign's first block (oldest campaign first), then the remaining blocks (oldest campaign first). The
@@ -211,19 +216,21 @@ ORDER BY ca.area, cc.category
 """
 NEEDS_COMING = f"""
 SELECT DISTINCT ca.area {CAMPAIGN_PAIRS}
-AND place_imports.release = $requested AND place_imports.imported_at > $coming_after
+AND place_imports.release = $requested AND place_imports.imported_at > $coming_after AND place_imports.failure IS NULL
 """
 NEEDS_ARRIVED_AT = f"SELECT max(place_imports.imported_at) {CAMPAIGN_PAIRS} AND place_imports.release <> $requested"
 
 # Marks a run should exist for by now, by stamp: younger than the launch grace the run may still be being
-# launched; from IMPORT_HOURS on a mark reads as failed and nobody waits on it.
+# launched; from IMPORT_HOURS on a mark reads as failed and nobody waits on it, and a failed one at once.
 AWAITING_RUN = """
 SELECT imported_at, count(*) FROM place_imports
-WHERE release = $requested AND imported_at > $coming_after AND imported_at <= $launched_before
+WHERE release = $requested AND imported_at > $coming_after AND imported_at <= $launched_before AND failure IS NULL
 GROUP BY imported_at ORDER BY imported_at
 """
 
-STAMPED = "SELECT area, category FROM place_imports WHERE release = $requested AND imported_at = $stamp"
+STAMPED = """
+SELECT area, category FROM place_imports WHERE release = $requested AND imported_at = $stamp AND failure IS NULL
+"""
 
 # Kept monotonic: a change noted by a slow transaction never hides a later one.
 NOTE_NEEDS_CHANGED = """
@@ -248,17 +255,17 @@ SELECT count(*) FROM (
 TAKE_BACK = f"""
 DELETE FROM place_imports USING {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
-  AND place_imports.release = $requested AND place_imports.imported_at = $stamp
+  AND place_imports.release = $requested AND place_imports.imported_at = $stamp AND place_imports.failure IS NULL
 RETURNING place_imports.area, place_imports.category
 """
 
 # Keyed, like the take-back, on the run's exact stamp: an analyst's or a newer tick's mark on the same pair is
-# another import on its way and stays as it is.
+# another import on its way and stays as it is. The failure's own time replaces the asking time: the row then
+# says when and why it failed, and its block runs RETRY_DAYS from there.
 MARK_FAILED = f"""
-UPDATE place_imports SET imported_at = $failed_at FROM {PAIRS} AS pair
+UPDATE place_imports SET imported_at = $failed_at, failure = $failure FROM {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
-  AND place_imports.release = $requested AND place_imports.imported_at = $stamp
-  AND place_imports.imported_at > $failed_at
+  AND place_imports.release = $requested AND place_imports.imported_at = $stamp AND place_imports.failure IS NULL
 RETURNING place_imports.area, place_imports.category
 """
 
@@ -291,7 +298,7 @@ LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.categ
 GROUP BY pair.area, pair.category
 ORDER BY pair.area, pair.category
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imported_at
+SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imported_at, failure = NULL
 RETURNING area, category, rows
 """
 
@@ -301,7 +308,7 @@ OTHERS_ON_THEIR_WAY = f"""
 SELECT place_imports.area, place_imports.category, place_imports.imported_at
 FROM place_imports JOIN {PAIRS} AS pair ON place_imports.area = pair.area AND place_imports.category = pair.category
 WHERE place_imports.release = $requested AND place_imports.imported_at > $coming_after
-  AND place_imports.imported_at IS DISTINCT FROM $stamp
+  AND place_imports.failure IS NULL AND place_imports.imported_at IS DISTINCT FROM $stamp
 ORDER BY place_imports.area, place_imports.category
 """
 
@@ -389,7 +396,7 @@ WHERE c.id = $campaign_id
 # The campaign's pairs loaded since $since, through the index on imported_at: with nothing new this is one short
 # range scan, whatever is loaded.
 LANDED_PAIRS = """
-SELECT pi.area, pi.category, cc.rank
+SELECT pi.area, pi.category, cc.rank, pi.imported_at
 FROM place_imports AS pi
 JOIN campaign_areas AS ca ON ca.area = pi.area AND ca.campaign_id = $campaign_id
 JOIN campaign_categories AS cc ON cc.category = pi.category AND cc.campaign_id = $campaign_id
@@ -458,12 +465,16 @@ WHERE choice = 1{held if holds else ""}
 
 COUNT_BUSINESSES = "SELECT count(*) FROM campaign_businesses WHERE campaign_id = $campaign_id"
 
+# searched_landed is kept when the search read nothing new: what it had seen, it has still seen.
 RECORD_SEARCH = """
-INSERT INTO campaign_searches (campaign_id, searched_at, searched_through, searched_targeting, businesses)
-VALUES ($campaign_id, $now, $through, $targeting, $businesses)
+INSERT INTO campaign_searches (
+    campaign_id, searched_at, searched_through, searched_targeting, businesses, searched_landed
+)
+VALUES ($campaign_id, $now, $through, $targeting, $businesses, $landed)
 ON CONFLICT (campaign_id) DO UPDATE
 SET searched_at = excluded.searched_at, searched_through = excluded.searched_through,
-    searched_targeting = excluded.searched_targeting, businesses = excluded.businesses
+    searched_targeting = excluded.searched_targeting, businesses = excluded.businesses,
+    searched_landed = coalesce(excluded.searched_landed, campaign_searches.searched_landed)
 """
 
 # Every chosen campaign's areas by the state the map colours them with (on its way, then missing, then failed,
@@ -547,7 +558,7 @@ PROGRESS_COLUMNS = "campaign_id, areas, coming, missing, not_loaded, failed, arr
 
 SEARCH_PROGRESS = f"""
 SELECT counts.campaign_id, c.name, counts.areas, counts.coming, counts.missing, counts.not_loaded, counts.failed,
-       counts.arrived_at, s.window_start, s.requested_at, s.searched_at
+       counts.arrived_at, s.window_start, s.requested_at, s.searched_at, s.searched_landed
 FROM ({PROGRESS_COUNTS}) AS counts
 JOIN campaigns AS c ON c.id = counts.campaign_id
 LEFT JOIN campaign_searches AS s ON s.campaign_id = counts.campaign_id
@@ -573,7 +584,7 @@ DELETE FROM campaign_progress WHERE campaign_id IN (SELECT id FROM campaigns WHE
 
 KEPT_PROGRESS = """
 SELECT p.campaign_id, c.name, p.areas, p.coming, p.missing, p.not_loaded, p.failed, p.arrived_at,
-       s.window_start, s.requested_at, s.searched_at
+       s.window_start, s.requested_at, s.searched_at, s.searched_landed
 FROM campaign_progress AS p
 JOIN campaigns AS c ON c.id = p.campaign_id AND c.status = 'active'
 LEFT JOIN campaign_searches AS s ON s.campaign_id = p.campaign_id
@@ -638,12 +649,13 @@ FROM (SELECT category, release, imported_at, {pair_state("place_imports")} AS st
 GROUP BY category ORDER BY category
 """
 
-# Only a mark that is no longer on its way goes: a mark on its way, a real release, or a mark another caller
-# wrote a moment ago fails the WHERE and stays.
-FORGET_FAILED_IMPORT = """
+# Only a mark that is no longer on its way goes (failed, or lost past IMPORT_HOURS): a mark on its way, a real
+# release, or a mark another caller wrote a moment ago fails the WHERE and stays.
+FORGET_FAILED_IMPORT = f"""
 DELETE FROM place_imports
-WHERE area = $area AND category = $category AND release = $requested AND imported_at <= $coming_after
-RETURNING area, category, release, rows, imported_at
+WHERE area = $area AND category = $category AND release = $requested
+  AND (failure IS NOT NULL OR imported_at <= $coming_after)
+RETURNING {IMPORT_COLUMNS}
 """
 
 # What a campaign needs, kept when it is created or changed (placement.areas_for): the sensors join on it.
@@ -695,8 +707,8 @@ RETURNING campaigns
 """
 CHANGE_NEEDED_TOTAL = "UPDATE coverage_counts SET pairs = pairs + $change WHERE state = 'needed'"
 
-# A pair's place_imports row deleted or dated back, which its imported_at does not show. A pair nobody needs gets
-# a row at 0 rather than a lookup first: sorted, like the others, so that no two writers deadlock.
+# A pair's place_imports row deleted or marked failed, which its imported_at alone does not say. A pair nobody needs
+# gets a row at 0 rather than a lookup first: sorted, like the others, so that no two writers deadlock.
 TOUCH_NEEDED_PAIRS = """
 INSERT INTO needed_pairs (area, category, block, campaigns, changed_at)
 SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS category, unnest($blocks::TEXT[]), 0,
@@ -773,10 +785,16 @@ KEEP_COVERAGE_COUNTED = "UPDATE coverage_counted SET counted_at = $counted_at, n
 
 COVERAGE_COUNTS = "SELECT state, pairs FROM coverage_counts"
 
-# A state's oldest pairs that have a place_imports row, through coverage_pairs_by_state.
+# A state's oldest pairs that have a place_imports row, through coverage_pairs_by_state, with why a failed one
+# failed.
 COVERAGE_LISTED = """
-SELECT area, category, state, release, imported_at FROM coverage_pairs WHERE state = $state
-ORDER BY imported_at, area, category LIMIT $listed
+SELECT listed.area, listed.category, listed.state, listed.release, listed.imported_at, place_imports.failure
+FROM (
+    SELECT area, category, state, release, imported_at FROM coverage_pairs WHERE state = $state
+    ORDER BY imported_at, area, category LIMIT $listed
+) AS listed
+LEFT JOIN place_imports ON place_imports.area = listed.area AND place_imports.category = listed.category
+ORDER BY listed.imported_at, listed.area, listed.category
 """
 
 # Needed pairs never asked for (no place_imports row when last counted), in key order.

@@ -16,6 +16,7 @@ from nakodo_dagster.cli import main
 from nakodo_dagster.placement import (
     FRESH_DAYS,
     IMPORT_HOURS,
+    LOST_IMPORT,
     REQUESTED,
     RETRY_DAYS,
     CountryLocation,
@@ -111,24 +112,40 @@ def test_imports_status_counts_each_state_per_category(store):
     assert "nakodo imports retry" in lines[3]
 
 
-def test_imports_status_lists_failed_pairs_with_when_they_are_asked_again_and_how_to_retry(store):
+def test_imports_status_lists_failed_pairs_with_when_and_why_they_failed_and_when_they_are_asked_again(store):
     now = datetime.now(UTC)
     store.add_campaign("Leeds", LEEDS)
+    # One import lost without a word (read as failed once its 6 hours are over), one whose failure was recorded.
     asked = now - timedelta(hours=IMPORT_HOURS + 1)
     store.force_request([(CELL, "pub")], asked)
+    stamp = store.force_request([(CELL, "cafe")], now - timedelta(minutes=30))
+    failed_at = now - timedelta(minutes=20)
+    assert store.mark_failed([(CELL, "cafe")], stamp, failed_at, "file part-00003.parquet is unreadable") == 1
+
     output = invoke("imports", "status").output
-    assert "Failed imports campaigns need (1 pair):" in output
-    (row,) = [line for line in output.splitlines() if line.startswith("pub ") and "retry" in line]
-    assert row.split()[1:] == [
+
+    assert "Failed imports campaigns need (2 pairs):" in output
+    rows = {line.split()[0]: line.split()[1:] for line in output.splitlines() if "nakodo imports retry" in line}
+
+    def minute(moment: datetime) -> list[str]:
+        return [*f"{moment:%Y-%m-%d %H:%M}".split(), "UTC"]
+
+    assert rows["pub"] == [
         CELL,
-        *f"{asked + timedelta(days=RETRY_DAYS):%Y-%m-%d %H:%M}".split(),
-        "UTC",
-        "nakodo",
-        "imports",
-        "retry",
-        CELL,
-        "pub",
+        *minute(asked + timedelta(hours=IMPORT_HOURS)),
+        "[1]",
+        *minute(asked + timedelta(days=RETRY_DAYS)),
+        *f"nakodo imports retry {CELL} pub".split(),
     ]
+    assert rows["cafe"] == [
+        CELL,
+        *minute(failed_at),
+        "[2]",
+        *minute(failed_at + timedelta(days=RETRY_DAYS)),
+        *f"nakodo imports retry {CELL} cafe".split(),
+    ]
+    assert f"[1] {LOST_IMPORT}" in output.splitlines()
+    assert "[2] file part-00003.parquet is unreadable" in output.splitlines()
 
 
 def test_nothing_imported_yet(store):

@@ -4,7 +4,7 @@ and the next sync imports it."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from shlex import split
 
@@ -15,7 +15,7 @@ from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.partitions import PLACES_PARTITIONS, places_partition
-from nakodo_dagster.placement import PointLocation, Targeting, areas_for
+from nakodo_dagster.placement import RETRY_DAYS, PointLocation, Targeting, areas_for
 from nakodo_dagster.store import open_store
 
 # A 2 km circle in the middle of a cell: one area, one pair, one run.
@@ -38,12 +38,13 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
     campaign_id = added.stdout.splitlines()[-1]
 
     broken = str(broken_release(tmp_path))
+    started = datetime.now(UTC)
     home = tmp_path / "dagster_home"
     home.mkdir()
     failed = nakodo(
         "sync", "--campaign", campaign_id, "--wait", "60", NAKODO_OVERTURE_ROOT=broken, DAGSTER_HOME=str(home), expect=1
     )
-    assert "1 import runs (1 failed)" in failed.stdout
+    assert "1 import run (1 failed)" in failed.stdout
     # As under the daemon, the UI shows the failed run's pair as a failed partition of places.
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         status = get_and_update_asset_status_cache_value(instance, PLACES, PLACES_PARTITIONS)
@@ -52,6 +53,20 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
     assert "`nakodo imports retry AREA CATEGORY` overrides the block" in failed.stderr
     status = nakodo("imports", "status").stdout.splitlines()
     assert status[1].split()[:6] == ["cafe", "0", "0", "1", "0", "-"]
+    # The failed area, with why it failed and when it is asked for again: a week after the failure itself.
+    assert "Failed imports campaigns need (1 pair):" in status
+    [listed] = [line for line in status if line.startswith("cafe ") and "nakodo imports retry" in line]
+    found = re.fullmatch(
+        rf"cafe +{re.escape(area)} +(\S+ \S+) UTC +\[1\] +(\S+ \S+) UTC +nakodo imports retry {re.escape(area)} cafe",
+        listed,
+    )
+    assert found, listed
+    failed_at, again = found.groups()
+    [why] = [line for line in status if line.startswith("[1] ")]
+    assert why.startswith(f"[1] Overture release {RELEASE}: ") and "part-00000.zstd.parquet" in why
+    failed_at = datetime.strptime(failed_at, "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    assert started - timedelta(minutes=1) <= failed_at <= datetime.now(UTC)
+    assert datetime.strptime(again, "%Y-%m-%d %H:%M").replace(tzinfo=UTC) == failed_at + timedelta(days=RETRY_DAYS)
 
     retried = nakodo("imports", "retry", area, "cafe")
     assert f"Forgot the failed import of cafe in {area}" in retried.stdout
@@ -59,7 +74,7 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
 
     # The release is mended: the failed run in Dagster's history does not block the retried work.
     mended = nakodo("sync", "--campaign", campaign_id, "--wait", "60", NAKODO_OVERTURE_ROOT=str(release_root))
-    assert "1 import runs (0 failed)" in mended.stdout
+    assert "1 import run (0 failed)" in mended.stdout
     [row] = open_store(database_url).import_rows([area], ["cafe"])
     assert row.release == RELEASE
 

@@ -25,7 +25,7 @@ def _sync_from_an_empty_folder(environment: dict[str, str], tmp_path: Path, **va
     for command in ("campaign add --name Leeds --at 53.75,-1.75 --radius-km 2 --category cafe", "sync --wait 60"):
         done = subprocess.run([NAKODO, *split(command)], cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"nakodo {command}: {done.returncode}\n{done.stdout}\n{done.stderr}"
-    assert "1 import runs (0 failed)" in done.stdout
+    assert "1 import run (0 failed)" in done.stdout
     return work
 
 

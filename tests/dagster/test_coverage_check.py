@@ -95,7 +95,7 @@ def test_the_check_counts_only_needed_pairs_and_links_the_failed_ones(instance, 
     failed = evaluation.metadata["failed_pairs"].value
     for area, category in leeds:
         link = f"/assets/places?view=partitions&partition={quote(str(places_partition(area, category)))}"
-        assert f"- [{area} {category}]({link}): blocked until " in failed
+        assert f"- [{area} {category}]({link}): failed " in failed
     assert evaluation.metadata["stale_or_missing_pairs"].value == "none"
     assert evaluation.metadata["on_their_way_pairs"].value == "none"
 
@@ -165,6 +165,6 @@ def test_a_long_list_stays_short_enough_to_show_inline_and_says_how_many_more():
     failed = metadata["failed_pairs"].value
     assert not passed
     assert len(failed) < INLINE_MARKDOWN_CHARS
-    shown = failed.count("blocked until")
+    shown = failed.count("asked for again from")
     assert 5 <= shown < LISTED_PAIRS
     assert failed.endswith(f"- and {500 - shown} more: `nakodo imports status`")

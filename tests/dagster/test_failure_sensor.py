@@ -1,5 +1,6 @@
 """An import that fails, is killed or is cancelled frees its own pairs at once, and only its own: the failure
-sensor dates a killed run's marks back, the cancel sensor and the run itself take a cancelled run's back."""
+sensor marks a killed run's pairs failed (at the failure's time, with why), the cancel sensor and the run itself
+take a cancelled run's back."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _states(store: Store, pairs: Iterable[Pair]) -> dict[Pair, str]:
     pairs = sorted(set(pairs))
     cutoffs = Cutoffs.at(datetime.now(UTC))
     rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
-    return {p: cutoffs.state(rows[p].release, rows[p].imported_at) if p in rows else "missing" for p in pairs}
+    return {p: cutoffs.row_state(rows[p]) if p in rows else "missing" for p in pairs}
 
 
 def _request(instance: dg.DagsterInstance, resources: dict) -> dg.RunRequest:
@@ -94,9 +95,17 @@ def test_a_killed_import_run_stops_the_wait(instance, resources):
     run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
     assert set(_states(store, _pairs(request)).values()) == {"coming"}
 
+    failed_at = datetime.now(UTC)
     _fail_as_run_monitoring_does(instance, resources, run)
 
     assert set(_states(store, _pairs(request)).values()) == {"failed"}
+    rows = store.import_rows({a for a, _ in _pairs(request)}, {c for _, c in _pairs(request)})
+    assert all(failed_at <= row.imported_at <= datetime.now(UTC) for row in rows), "the failure's own time"
+    assert {row.failure for row in rows} == {
+        f"import run {run.run_id} failed: This run has been marked as failed from outside the execution context."
+    }
+    [progress] = store.search_progress(datetime.now(UTC))
+    assert (progress.failed, progress.coming, progress.pending(True)) == (progress.areas, 0, 0)
 
 
 def test_an_older_run_failing_leaves_a_newer_mark_on_its_pair_alone(instance, resources):
@@ -254,7 +263,9 @@ def test_a_killed_analyst_run_reads_as_failed_like_a_killed_sensor_run(
 
     assert _states(store, [pair]) == {pair: "failed"}, "blocked for a week, as a killed sensor run's pair is"
     [row] = store.import_rows([pair[0]], [pair[1]])
-    assert row.imported_at < tags.stamp_from_tag(run.tags[tags.STAMP]) - timedelta(hours=5)
+    # Recorded as what happened: failed after it was asked for, not dated back, and why.
+    assert tags.stamp_from_tag(run.tags[tags.STAMP]) < row.imported_at <= datetime.now(UTC)
+    assert row.failure.startswith(f"import run {run.run_id} failed: ")
 
 
 @pytest.mark.parametrize("status", [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])

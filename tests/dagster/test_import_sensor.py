@@ -22,6 +22,7 @@ from nakodo_dagster.placement import (
 )
 from nakodo_dagster.sensors import import_sensor as import_sensor_module
 from nakodo_dagster.sensors.import_sensor import ImportCursor, import_sensor, request_import_runs
+from nakodo_dagster.words import plural
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))
 
@@ -79,7 +80,9 @@ def test_imports_off_writes_no_mark_and_says_why(instance, resources_off):
 
     runs = len(import_runs({key: list(LEEDS.categories) for key in areas_for(LEEDS)}, areas_for(LEEDS)))
     assert not result.run_requests
-    assert f"{runs} import runs not asked for: NAKODO_OVERTURE_ROOT isn't set" in result.skip_reason.skip_message
+    assert (
+        f"{plural(runs, 'import run')} not asked for: NAKODO_OVERTURE_ROOT isn't set" in result.skip_reason.skip_message
+    )
     assert marks(resources_off) == set()
 
 
@@ -208,7 +211,38 @@ def test_campaigns_a_lowered_plan_paused_are_not_imported_for_and_the_tick_says_
     }
     assert store.import_rows(["cell:48.5,2"], ["cafe"]) == [], "nothing asked for the paused campaign"
     # A tick that asks for runs says so in its log, the tick's own in the UI.
-    assert f"Asked for 1 of 1 import runs of release 2026-11-18.0. {left_out}" in capsys.readouterr().err
+    assert f"Asked for 1 of 1 import run of release 2026-11-18.0. {left_out}" in capsys.readouterr().err
     # Looking again (no cursor): nothing missing, and still the campaign left out, imports on or off.
     assert f"imports are on their way for 1 pair. {left_out}" in tick(instance, resources).skip_reason.skip_message
     assert left_out in tick(instance, resources_off).skip_reason.skip_message
+
+
+def test_marks_that_cannot_be_taken_back_are_marked_failed_with_why(instance, resources, monkeypatch):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+
+    def broken(run, stamp, first_block):
+        raise RuntimeError("the run request could not be built")
+
+    def refused(self, pairs, stamp):
+        # As the store does, an empty take-back does not reach the database.
+        if not pairs:
+            return 0
+        raise ConnectionError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(import_sensor_module, "_run_request", broken)
+    # On the class: the sensor's context builds its own store from the resource.
+    monkeypatch.setattr(type(store), "take_back", refused)
+    with pytest.raises(RuntimeError, match="could not be built"):
+        tick(instance, resources)
+    monkeypatch.undo()
+
+    # The campaign learns it: its areas count as failed, with why, rather than as imports on their way.
+    rows = store.import_rows(areas_for(LEEDS), LEEDS.categories)
+    assert rows and {row.failure for row in rows} == {
+        "the import sensor could not launch the import (the run request could not be built) nor take its mark back "
+        "(server closed the connection unexpectedly)"
+    }
+    [progress] = store.search_progress(datetime.now(UTC), [leeds])
+    assert (progress.coming, progress.failed) == (0, progress.areas - progress.missing)
+    assert progress.failed > 0

@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pyarrow as pa
 
+from nakodo_dagster import tags
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
+from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
@@ -167,3 +169,68 @@ def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, r
         kept: {"account": f"Acme (id {acme})", "plan": "solo", "status": "active"},
         paused: {"account": f"Acme (id {acme})", "plan": "solo", "status": f"paused: {reasons[paused]}"},
     }
+
+
+def test_places_a_search_already_read_do_not_bring_it_back(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    now = datetime.now(UTC)
+    areas = areas_for(LEEDS)
+    [run] = import_runs({area: ["cafe"] for area in areas}, areas)
+    no_places = pa.Table.from_pylist([], schema=PLACES_SCHEMA)
+    store.write_import(run, RELEASE, no_places, now - timedelta(seconds=20))
+    # Searched 20 seconds after the landing, and it read those places: nothing new for it to find.
+    searched(store, leeds, window_started=now - timedelta(hours=1), last=now)
+
+    assert search_tick(instance, resources).run_requests == [], "no search that can only find nothing"
+
+    store.write_import(run, RELEASE, no_places, now - timedelta(seconds=10))
+    result = search_tick(instance, resources)
+    assert batched(result) == [leeds], "places landed after what the search read: searched again"
+    assert result.run_requests[0].tags["nakodo/why"] == "1 campaign: new places landed since the last search (1)"
+
+
+def test_a_campaign_is_searched_again_when_its_failed_areas_land_after_a_retry(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    [request] = import_sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests
+    pairs = [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
+    stamp = tags.stamp_from_tag(request.tags[tags.STAMP])
+    now = datetime.now(UTC)
+    assert store.mark_failed(pairs, stamp, now, "file part-00003.parquet is unreadable") == len(pairs)
+    searched(store, leeds, window_started=now - timedelta(hours=1), last=now)
+    assert search_tick(instance, resources).run_requests == [], "a failed area is not waited on"
+    [progress] = store.search_progress(datetime.now(UTC))
+    assert (progress.failed, progress.coming, progress.missing) == (len(areas_for(LEEDS)), 0, 0)
+
+    # The analyst retries one pair now; its import lands.
+    area, category = pairs[0]
+    assert store.forget_failed_import(area, category, datetime.now(UTC)) is not None
+    [retried] = import_runs({area: [category]}, areas_for(LEEDS))
+    store.write_import(retried, RELEASE, pa.Table.from_pylist([], schema=PLACES_SCHEMA))
+
+    result = search_tick(instance, resources)
+    assert batched(result) == [leeds]
+    assert result.run_requests[0].tags["nakodo/why"] == "1 campaign: new places landed since the last search (1)"
+
+
+def test_a_search_counts_failed_areas_as_failed_and_says_why(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    [request] = import_sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests
+    pairs = [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
+    reason = "Overture release 2026-11-18.0: file part-00003.parquet is unreadable (truncated or not Parquet)"
+    store.mark_failed(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]), datetime.now(UTC), reason)
+    tick = search_tick(instance, resources)
+    instance.add_dynamic_partitions("campaign", list(tick.dynamic_partitions_requests[0].partition_keys))
+
+    run = search_campaigns_job.execute_in_process(
+        run_config=tick.run_requests[0].run_config, instance=instance, resources=resources
+    )
+
+    [materialisation] = run.asset_materializations_for_node("search_due_campaigns")
+    assert materialisation.partition == str(leeds)
+    metadata = {key: value.value for key, value in materialisation.metadata.items()}
+    failed = {area for area, _ in pairs}
+    assert (metadata["areas_failed"], metadata["pending_areas"]) == (len(failed), 0), "failed, not on their way"
+    assert metadata["failed_areas"] == dict.fromkeys(sorted(failed), reason)

@@ -286,14 +286,17 @@ def test_search_progress_agrees_with_import_needs_on_every_boundary(store, seed)
     pairs = {(a, c) for t in (LEEDS, LUXEMBOURG) for a in areas_for(t) for c in t.categories}
     for area, category in sorted(pairs):
         if rng.random() < 0.8:
-            release = rng.choice([RELEASE, REQUESTED])
+            # A release, a mark (on its way or lost), or a mark whose failure was recorded at its time.
+            release, failure = rng.choice([(RELEASE, None), (REQUESTED, None), (REQUESTED, "file unreadable")])
             query(
                 store,
-                "INSERT INTO place_imports VALUES ($area, $category, $release, 0, $at) RETURNING area",
+                "INSERT INTO place_imports (area, category, release, rows, imported_at, failure) "
+                "VALUES ($area, $category, $release, 0, $at, $failure) RETURNING area",
                 area=area,
                 category=category,
                 release=release,
                 at=NOW - rng.choice(_AGES),
+                failure=failure,
             )
 
     progress = {p.campaign_id: p for p in store.search_progress(NOW)}

@@ -32,13 +32,16 @@ CATEGORIES = ("bakery", "cafe", "pub")
 # Points on a small grid around Leeds: 10 km circles share and straddle cells, as neighbouring campaigns do.
 POINTS = [PointLocation(53.6 + 0.17 * row, -1.9 + 0.23 * column, 10) for row in range(3) for column in range(3)]
 LISTED = 3
-# Steps of time that cross each boundary of the rule: a mark's 6 hours, the failed week, a release's 35 days.
+# Steps of time that cross each boundary of the rule: a mark's 6 hours, the failed week, a release's 35 days; and
+# the week less 6 hours, where a failure's block ended when failed marks were dated back.
 STEPS = [
     timedelta(minutes=5),
     timedelta(hours=IMPORT_HOURS),
+    timedelta(days=RETRY_DAYS) - timedelta(hours=IMPORT_HOURS),
     timedelta(days=RETRY_DAYS),
     timedelta(days=FRESH_DAYS),
 ]
+REASON = "file part-00003.parquet is unreadable"
 
 operations = st.lists(
     st.one_of(
@@ -70,8 +73,12 @@ def _recount(store: Store, now: datetime, listed: int) -> tuple[dict[str, int], 
     pairs = []
     for area, category in needed:
         row = rows.get((area, category))
-        state = cutoffs.state(row.release, row.imported_at) if row else "missing"
-        pairs.append(NeededPair(area, category, state, row.release if row else None, row.imported_at if row else None))
+        state = cutoffs.row_state(row) if row else "missing"
+        pairs.append(
+            NeededPair(area, category, state, row.release, row.imported_at, row.failure)
+            if row
+            else NeededPair(area, category, state, None, None)
+        )
     counts = {state: sum(1 for pair in pairs if pair.state == state) for state in PAIR_STATES}
 
     def oldest(pair: NeededPair) -> tuple:
@@ -85,8 +92,11 @@ def _recount(store: Store, now: datetime, listed: int) -> tuple[dict[str, int], 
     return counts, listed_pairs
 
 
-def _apply(store: Store, operation: tuple, now: datetime, stamps: list[datetime]) -> datetime:
-    """One user or sensor action at ``now``; returns the time after it."""
+def _apply(
+    store: Store, operation: tuple, now: datetime, stamps: list[datetime], failures: dict[tuple[str, str], datetime]
+) -> datetime:
+    """One user or sensor action at ``now``; returns the time after it. ``failures`` gets each pair marked failed,
+    with the failure's time."""
     kind, *args = operation
     campaigns = store.campaigns()
     if kind == "add":
@@ -115,7 +125,8 @@ def _apply(store: Store, operation: tuple, now: datetime, stamps: list[datetime]
             for area, category in pairs:
                 record_release(store, [(area, category)], now)
         elif kind == "fail":
-            store.mark_failed(pairs, stamp, now)
+            assert store.mark_failed(pairs, stamp, now, REASON) == len(pairs)
+            failures.update(dict.fromkeys(pairs, now))
         else:
             store.take_back(pairs, stamp)
     elif kind == "forget":
@@ -126,6 +137,20 @@ def _apply(store: Store, operation: tuple, now: datetime, stamps: list[datetime]
     elif kind == "wait":
         return now + args[0]
     return now + timedelta(seconds=1)
+
+
+def _check_failures(store: Store, failures: dict[tuple[str, str], datetime], now: datetime) -> None:
+    """Every pair marked failed and not asked for, loaded or forgotten since keeps the failure's own time and
+    reason, and reads as failed from the failure, at once, for exactly RETRY_DAYS, needed or not."""
+    rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in failures}, CATEGORIES)}
+    cutoffs = Cutoffs.at(now)
+    for pair, failed_at in list(failures.items()):
+        row = rows.get(pair)
+        if row is None or row.failure is None:
+            del failures[pair]
+            continue
+        assert (row.imported_at, row.failure) == (failed_at, REASON)
+        assert cutoffs.row_state(row) == ("failed" if now < failed_at + timedelta(days=RETRY_DAYS) else "missing")
 
 
 @pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -153,9 +178,10 @@ def test_kept_counts_match_a_full_recount_after_any_sequence_of_changes(
     # count reads only what changed since the one before, as it does long after the writes.
     monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
     with fresh_store() as store:
-        now, stamps = NOW, []
+        now, stamps, failures = NOW, [], {}
         for operation in operations:
-            now = _apply(store, operation, now, stamps)
+            now = _apply(store, operation, now, stamps, failures)
+            _check_failures(store, failures, now)
             coverage = store.coverage(now, LISTED)
             counts, listed = _recount(store, now, LISTED)
             assert coverage.counts == counts, operation
