@@ -18,6 +18,7 @@ from geographiclib.geodesic import Geodesic
 
 from nakodo_dagster.countries import BBox
 from nakodo_dagster.placement import Area, PointLocation, Targeting
+from nakodo_dagster.words import plural
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -223,7 +224,7 @@ def campaign_map(
     middle = min(abs(south + north) / 2, 80.0)
     axes.set_aspect(1 / math.cos(math.radians(middle)), adjustable="datalim")
     drawn = _draw_countries(axes)
-    axes.set_title(f"{title}: {len(points)} businesses")
+    axes.set_title(f"{title}: {plural(len(points), 'business', 'businesses')}")
     axes.set_xlabel("longitude")
     axes.set_ylabel("latitude")
     border = Line2D([], [], color=BORDER_COLOUR, linewidth=0.6, label="border or coast")
@@ -233,16 +234,10 @@ def campaign_map(
     return figure
 
 
-def campaign_map_png(
-    title: str,
-    targeting: Targeting,
-    areas: Mapping[str, Area],
-    area_states: Mapping[str, str],
-    businesses: Iterable[tuple[float, float]],
-) -> bytes:
-    """``campaign_map`` as a PNG of FIGURE_INCHES x FIGURE_DPI pixels a side."""
+def figure_png(figure: Figure) -> bytes:
+    """The figure as a PNG; a ``campaign_map`` is FIGURE_INCHES x FIGURE_DPI pixels a side."""
     buffer = io.BytesIO()
-    campaign_map(title, targeting, areas, area_states, businesses).savefig(buffer, format="png")
+    figure.savefig(buffer, format="png")
     return buffer.getvalue()
 
 

@@ -20,8 +20,8 @@ from nakodo_dagster.campaign_map import (
     LAND_COLOUR,
     SEA_COLOUR,
     campaign_map,
-    campaign_map_png,
     countries_in_view,
+    figure_png,
 )
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for
 
@@ -52,16 +52,10 @@ def pixel(png: bytes, axes, lng: float, lat: float) -> tuple[int, int, int]:
     return tuple(round(float(v) * 255) for v in image[SIDE - 1 - int(y), int(x), :3])
 
 
-def drawn_png(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
 def test_the_map_is_a_png_of_fixed_size():
     areas = areas_for(BISCAY)
 
-    png = campaign_map_png("Biscay", BISCAY, areas, dict.fromkeys(areas, "loaded"), [(46.5, -1.5)])
+    png = figure_png(campaign_map("Biscay", BISCAY, areas, dict.fromkeys(areas, "loaded"), [(46.5, -1.5)]))
 
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert imread(io.BytesIO(png)).shape == (SIDE, SIDE, 4)
@@ -74,7 +68,7 @@ def test_land_and_sea_are_where_the_packaged_outlines_put_the_coast():
 
     # No cells: only land and sea where no circle or dot is drawn.
     figure = campaign_map("Biscay", BISCAY, {}, {}, [])
-    png = drawn_png(figure)
+    png = figure_png(figure)
     [axes] = figure.axes
 
     assert pixel(png, axes, *LOIRE_VALLEY) == rgb(LAND_COLOUR)
@@ -119,7 +113,7 @@ def test_a_country_across_the_antimeridian_is_shifted_into_an_unwrapped_view():
 def test_country_names_never_overlap_each_other_or_the_legend(targeting, at_least):
     areas = areas_for(targeting)
     figure = campaign_map("Names", targeting, areas, dict.fromkeys(areas, "coming"), [])
-    drawn_png(figure)
+    figure_png(figure)
     [axes] = figure.axes
     renderer = figure.canvas.get_renderer()
     frame = axes.get_window_extent(renderer)

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import dagster as dg
 
 from nakodo_dagster.assets.places import PLACES
-from nakodo_dagster.campaign_map import MARKDOWN_IMAGE, campaign_map_png, markdown_image
+from nakodo_dagster.campaign_map import MARKDOWN_IMAGE, campaign_map, figure_png, markdown_image
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -24,8 +24,8 @@ from nakodo_dagster.words import plural
 CAMPAIGN_SEARCH = dg.AssetKey("campaign_search")
 # The nearest businesses a map draws: beyond this the dots are a blot, and reading them all back cost seconds.
 MAP_POINTS = 20_000
-# Metadata of every materialisation: the campaign's map drawn in it, or a link to the one that drew it ("map"),
-# what that map shows ("map_shows"), and, when linked, when it was drawn ("map_drawn_at").
+# Metadata of every materialisation: the campaign's map drawn in it, or the address of the one that drew it
+# ("map"), what that map shows ("map_shows"), and, when linked, when it was drawn ("map_drawn_at").
 MAP, MAP_SHOWS, MAP_DRAWN_AT = "map", "map_shows", "map_drawn_at"
 CAMPAIGN_SEARCH_DESCRIPTION = (
     "A campaign's businesses, nearest first, each once, new ones added as their areas land. Every "
@@ -87,7 +87,7 @@ def _map(store: Store, campaign_id: int, total: int, now: datetime) -> dg.Metada
     states = campaign_progress(store, campaign, None, now).states
     points = store.campaign_points(campaign.id, MAP_POINTS)
     title = campaign.name if total <= MAP_POINTS else f"{campaign.name} (nearest {MAP_POINTS:,} of {total:,})"
-    png = campaign_map_png(title, campaign.targeting, areas_for(campaign.targeting), states, points)
+    png = figure_png(campaign_map(title, campaign.targeting, areas_for(campaign.targeting), states, points))
     return dg.MetadataValue.md(markdown_image(png))
 
 
@@ -105,7 +105,7 @@ def map_url(campaign_id: int, drawn_at: float) -> str:
     partition, as of that time (so it is first however many came after), that event open."""
     # In milliseconds, cut as the UI's GraphQL gives an event's time: the UI opens the first event at or before it.
     at = int(drawn_at * 1000)
-    query = urlencode({"view": "events", "filters[partitions][0]": str(campaign_id), "asOf": at, "time": at})
+    query = urlencode({"view": "events", "partitions[0]": str(campaign_id), "asOf": at, "time": at})
     return f"/assets/{CAMPAIGN_SEARCH.to_user_string()}?{query}"
 
 
@@ -134,9 +134,9 @@ def drawn_maps(instance: dg.DagsterInstance, campaign_ids: Sequence[int]) -> dic
 
 
 def _linked_map(campaign_id: int, drawn: DrawnMap) -> dict[str, dg.MetadataValue]:
-    when = datetime.fromtimestamp(drawn.drawn_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    # A URL, not Markdown: the UI's metadata table shows it as a link at once, where Markdown waits behind a button.
     return {
-        MAP: dg.MetadataValue.md(f"Unchanged since {when}: [open the map]({map_url(campaign_id, drawn.drawn_at)})"),
+        MAP: dg.MetadataValue.url(map_url(campaign_id, drawn.drawn_at)),
         MAP_DRAWN_AT: dg.MetadataValue.timestamp(drawn.drawn_at),
     }
 
