@@ -28,10 +28,11 @@ MAP_POINTS = 20_000
 # ("map"), what that map shows ("map_shows"), and, when linked, when it was drawn ("map_drawn_at").
 MAP, MAP_SHOWS, MAP_DRAWN_AT = "map", "map_shows", "map_drawn_at"
 CAMPAIGN_SEARCH_DESCRIPTION = (
-    "A campaign's businesses, nearest first, each once, new ones added as their areas land. Every "
-    f"materialisation's `{MAP}` shows the campaign's map (its areas by import state, its businesses, the "
-    "countries around): drawn there when it changed, otherwise a link to the materialisation that drew it. "
-    "Open a campaign's partition and its latest materialisation; `nakodo campaign list` gives the campaigns' ids."
+    "A campaign's businesses, nearest first, each once, new ones added as their areas land.\n\n"
+    f"**The map**: every materialisation's `{MAP}` entry shows the campaign's map (its areas by import state, its "
+    "businesses, the land and borders around): the picture itself, behind [Show Markdown], when what it shows "
+    f"changed; otherwise a link to the materialisation that drew it (`{MAP_DRAWN_AT}` says when). A campaign's "
+    "latest: the Partitions tab, its partition (its id: `nakodo campaign list`)."
 )
 
 
