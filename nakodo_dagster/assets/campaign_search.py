@@ -8,11 +8,12 @@ partition. An analyst materialises one partition from the UI through the asset i
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 import dagster as dg
 
 from nakodo_dagster.assets.places import PLACES
-from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
+from nakodo_dagster.campaign_map import MARKDOWN_IMAGE, campaign_map, figure_png, markdown_image
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
 from nakodo_dagster.placement import RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -23,6 +24,16 @@ from nakodo_dagster.words import plural
 CAMPAIGN_SEARCH = dg.AssetKey("campaign_search")
 # The nearest businesses a map draws: beyond this the dots are a blot, and reading them all back cost seconds.
 MAP_POINTS = 20_000
+# Metadata of every materialisation: the campaign's map drawn in it, or the address of the one that drew it
+# ("map"), what that map shows ("map_shows"), and, when linked, when it was drawn ("map_drawn_at").
+MAP, MAP_SHOWS, MAP_DRAWN_AT = "map", "map_shows", "map_drawn_at"
+CAMPAIGN_SEARCH_DESCRIPTION = (
+    "A campaign's businesses, nearest first, each once, new ones added as their areas land.\n\n"
+    f"**The map**: every materialisation's `{MAP}` entry shows the campaign's map (its areas by import state, its "
+    "businesses, the land and borders around): the picture itself, behind [Show Markdown], when what it shows "
+    f"changed; otherwise a link to the materialisation that drew it (`{MAP_DRAWN_AT}` says when). A campaign's "
+    "latest: the Partitions tab, its partition (its id: `nakodo campaign list`)."
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,10 @@ def failed_areas(store: Store, campaign_id: int, now: datetime) -> dict[str, str
 
 def _map_key(progress: SearchProgress, total: int) -> str:
     """What a campaign's map shows, in a few numbers: the same key, the same picture."""
-    return f"{total} businesses; areas {progress.coming} coming, {progress.missing} missing, {progress.failed} failed"
+    return (
+        f"{plural(total, 'business', 'businesses')}; {plural(progress.areas, 'area')}: {progress.coming} coming, "
+        f"{progress.missing} missing, {progress.failed} failed"
+    )
 
 
 def _status(standing: CampaignAccount) -> str:
@@ -83,12 +97,63 @@ def _map(store: Store, campaign_id: int, total: int, now: datetime) -> dg.Metada
     states = campaign_progress(store, campaign, None, now).states
     points = store.campaign_points(campaign.id, MAP_POINTS)
     title = campaign.name if total <= MAP_POINTS else f"{campaign.name} (nearest {MAP_POINTS:,} of {total:,})"
-    png = campaign_map_png(title, campaign.targeting, areas_for(campaign.targeting), states, points)
+    png = figure_png(campaign_map(title, campaign.targeting, areas_for(campaign.targeting), states, points))
     return dg.MetadataValue.md(markdown_image(png))
+
+
+@dataclass(frozen=True)
+class DrawnMap:
+    """A campaign's map as its latest materialisation shows it: what it shows, and when the materialisation that
+    drew it was logged."""
+
+    shows: str
+    drawn_at: float
+
+
+def map_url(campaign_id: int, drawn_at: float) -> str:
+    """The Dagster UI's page of the campaign's materialisation logged at ``drawn_at``: the asset's events of that
+    partition, as of that time (so it is first however many came after), that event open."""
+    # In milliseconds, cut as the UI's GraphQL gives an event's time: the UI opens the first event at or before it.
+    at = int(drawn_at * 1000)
+    query = urlencode({"view": "events", "partitions[0]": str(campaign_id), "asOf": at, "time": at})
+    return f"/assets/{CAMPAIGN_SEARCH.to_user_string()}?{query}"
+
+
+def drawn_maps(instance: dg.DagsterInstance, campaign_ids: Sequence[int]) -> dict[int, DrawnMap]:
+    """The map each campaign's latest materialisation shows, drawn in it or linked from it; a campaign with no
+    materialisation, or one whose map is neither, is left out. Two reads of the event log for any number."""
+    latest = instance.get_latest_storage_id_by_partition(
+        CAMPAIGN_SEARCH, dg.DagsterEventType.ASSET_MATERIALIZATION, set(map(str, campaign_ids))
+    )
+    if not latest:
+        return {}
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=CAMPAIGN_SEARCH, storage_ids=list(latest.values())), limit=len(latest)
+    ).records
+    found = {}
+    for record in records:
+        metadata = record.asset_materialization.metadata
+        shown, drawn_at = metadata.get(MAP), metadata.get(MAP_DRAWN_AT)
+        if MAP_SHOWS not in metadata or shown is None:
+            continue
+        if drawn_at is not None:
+            found[int(record.partition_key)] = DrawnMap(metadata[MAP_SHOWS].value, drawn_at.value)
+        elif str(shown.value).startswith(MARKDOWN_IMAGE):
+            found[int(record.partition_key)] = DrawnMap(metadata[MAP_SHOWS].value, record.timestamp)
+    return found
+
+
+def _linked_map(campaign_id: int, drawn: DrawnMap) -> dict[str, dg.MetadataValue]:
+    # A URL, not Markdown: the UI's metadata table shows it as a link at once, where Markdown waits behind a button.
+    return {
+        MAP: dg.MetadataValue.url(map_url(campaign_id, drawn.drawn_at)),
+        MAP_DRAWN_AT: dg.MetadataValue.timestamp(drawn.drawn_at),
+    }
 
 
 def search_campaigns(
     store: Store,
+    instance: dg.DagsterInstance,
     off_reason: str | None,
     campaign_ids: Sequence[int],
     log: dg.DagsterLogManager,
@@ -98,15 +163,17 @@ def search_campaigns(
     """Search each campaign in turn and give its materialisation metadata.
 
     Each search is a short transaction of its own, timed from when it began; the progress of all of them is one
-    statement afterwards. A map is drawn only when what it shows changed, or when ``always_map``: a drawing takes
-    a tenth of a second, and a thousand campaigns every two minutes would spend the run drawing the same pictures.
+    statement afterwards. Every materialisation carries the map: drawn when what it shows differs from the map the
+    campaign's latest materialisation in ``instance`` shows (or when ``always_map``), otherwise a link to the one
+    that drew it: a drawing takes a tenth of a second, and a thousand campaigns every two minutes would spend the
+    run drawing the same pictures.
     """
     searched = {
         campaign_id: store.add_campaign_businesses(campaign_id, datetime.now(UTC)) for campaign_id in campaign_ids
     }
     now = datetime.now(UTC)
     progress = store.search_progress(now, list(searched))
-    changed = store.remember_maps({p.campaign_id: _map_key(p, searched[p.campaign_id][1]) for p in progress})
+    shown = {} if always_map else drawn_maps(instance, list(searched))
     standings = store.campaign_accounts(searched)
     for campaign in progress:
         added, total = searched[campaign.campaign_id]
@@ -125,7 +192,8 @@ def search_campaigns(
                 "the failure (`nakodo imports status` lists why and how to retry now). The campaign is searched "
                 f"again when {'it lands' if one else 'they land'}."
             )
-        map_shown = always_map or campaign.campaign_id in changed
+        shows = _map_key(campaign, total)
+        drawn = shown.get(campaign.campaign_id)
         yield (
             campaign.campaign_id,
             {
@@ -143,9 +211,12 @@ def search_campaigns(
                 "arrived_at": dg.MetadataValue.timestamp(campaign.arrived_at)
                 if campaign.arrived_at
                 else "nothing landed yet",
-                "map": _map(store, campaign.campaign_id, total, now)
-                if map_shown
-                else "unchanged: the last materialisation with a map shows it",
+                MAP_SHOWS: shows,
+                **(
+                    _linked_map(campaign.campaign_id, drawn)
+                    if drawn is not None and drawn.shows == shows
+                    else {MAP: _map(store, campaign.campaign_id, total, now)}
+                ),
             },
         )
 
@@ -155,13 +226,14 @@ def search_campaigns(
     deps=[dg.AssetDep(PLACES, partition_mapping=dg.AllPartitionMapping())],
     group_name="campaigns",
     kinds={"duckdb", "python"},
+    description=CAMPAIGN_SEARCH_DESCRIPTION,
 )
 def campaign_search(
     context: dg.AssetExecutionContext, store: StoreResource, overture: OvertureResource
 ) -> dg.MaterializeResult:
-    """A campaign's businesses, nearest first, each once, new ones added as their areas land."""
+    """Search one campaign by hand and draw its map; see CAMPAIGN_SEARCH_DESCRIPTION."""
     [(_, metadata)] = search_campaigns(
-        store.store, overture.off_reason, [int(context.partition_key)], context.log, always_map=True
+        store.store, context.instance, overture.off_reason, [int(context.partition_key)], context.log, always_map=True
     )
     context.log.info(
         f"Added {plural(metadata['businesses_added'], 'business', 'businesses')} "

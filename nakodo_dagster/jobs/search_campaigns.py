@@ -39,7 +39,9 @@ def search_due_campaigns(
     for request in new_partitions_request(context.instance, CAMPAIGN_PARTITIONS.name, map(str, config.campaign_ids)):
         context.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     added = 0
-    for campaign_id, metadata in search_campaigns(store.store, overture.off_reason, config.campaign_ids, context.log):
+    for campaign_id, metadata in search_campaigns(
+        store.store, context.instance, overture.off_reason, config.campaign_ids, context.log
+    ):
         if why := config.reasons.get(str(campaign_id)):
             metadata["why"] = why
         added += metadata["businesses_added"]

@@ -1,19 +1,15 @@
-"""The UI reads well: the places page names what feeds it, loading the code location prints no warning about
-anything this project set, and a campaign's map places it among the countries it is in."""
+"""The UI reads well: the places page names what feeds it, and loading the code location prints no warning about
+anything this project set (a campaign's map: tests/test_campaign_map.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import pytest
-
 from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
 from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES
-from nakodo_dagster.campaign_map import campaign_map_png, country_boxes
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.import_places import import_places
-from nakodo_dagster.placement import PointLocation, Targeting, areas_for
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
 
@@ -49,28 +45,3 @@ def test_loading_the_code_location_warns_about_nothing(duckdb_url, tmp_path):
         check=False,
     )
     assert loaded.returncode == 0, loaded.stderr
-
-
-@pytest.mark.parametrize(
-    ("view", "expected"),
-    [
-        # Around Leeds: Great Britain only.
-        ((-2.0, 53.5, -1.0, 54.5), {"GB"}),
-        # Across the antimeridian in unwrapped longitudes: Fiji's box is one box, east of 180.
-        ((179.5, -17.5, 180.5, -16.5), {"FJ"}),
-    ],
-)
-def test_a_map_shows_the_country_boxes_in_its_view(view, expected):
-    boxes = country_boxes(view)
-    assert {code for code, _ in boxes} == expected
-    for _, (west, _, east, _) in boxes:
-        assert west < east and west < view[2] and east > view[0]
-
-
-def test_a_campaign_map_still_draws_with_the_countries_added():
-    leeds = Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe",))
-    areas = areas_for(leeds)
-
-    png = campaign_map_png("Leeds", leeds, areas, dict.fromkeys(areas, "loaded"), [(53.8, -1.55)])
-
-    assert png.startswith(b"\x89PNG")
