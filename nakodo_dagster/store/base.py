@@ -917,17 +917,6 @@ class Store(ABC):
             windows = sorted({check_id("campaign", i) for i in new_windows})
             self._transact(lambda tx: tx.run(sql.REQUEST_SEARCHES, campaign_ids=ids, new_windows=windows, now=now))
 
-    def remember_maps(self, map_keys: Mapping[int, str]) -> set[int]:
-        """Keep what each searched campaign's map shows now; returns the campaigns for which that changed (their
-        map is worth drawing again)."""
-        ids = sorted(check_id("campaign", i) for i in map_keys)
-        if not ids:
-            return set()
-        keys = [map_keys[i] for i in ids]
-        return {
-            row[0] for row in self._transact(lambda tx: tx.rows(sql.REMEMBER_MAPS, campaign_ids=ids, map_keys=keys))
-        }
-
     def campaign_points(self, campaign_id: int, limit: int) -> list[tuple[float, float]]:
         """(lat, lng) of the campaign's ``limit`` nearest businesses, nearest first."""
         return self._transact(

@@ -618,14 +618,6 @@ SET requested_at = excluded.requested_at,
     window_start = coalesce(excluded.window_start, campaign_searches.window_start)
 """
 
-REMEMBER_MAPS = """
-UPDATE campaign_searches SET map_key = shown.map_key
-FROM (SELECT unnest($campaign_ids::INTEGER[]) AS campaign_id, unnest($map_keys::TEXT[]) AS map_key) AS shown
-WHERE campaign_searches.campaign_id = shown.campaign_id
-  AND (campaign_searches.map_key IS NULL OR campaign_searches.map_key <> shown.map_key)
-RETURNING campaign_searches.campaign_id
-"""
-
 CAMPAIGN_POINTS = """
 SELECT lat, lng FROM campaign_businesses WHERE campaign_id = $campaign_id
 ORDER BY distance_km NULLS LAST, place_id LIMIT $limit
