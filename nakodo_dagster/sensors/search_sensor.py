@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster import tags
+from nakodo_dagster.jobs.by_hand import search_campaigns_by_hand
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
 from nakodo_dagster.placement import search_due
@@ -46,7 +47,9 @@ def _summary(reasons: dict[int, str]) -> str:
 
 
 @dg.sensor(
-    job=search_campaigns_job,
+    # It launches search_campaigns_job; search_campaigns_by_hand, never launched, makes the UI list it as the
+    # automation of campaign_search.
+    jobs=[search_campaigns_job, search_campaigns_by_hand],
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Searches every active campaign daily, every 2 minutes while its imports are pending (for up to "
@@ -78,7 +81,13 @@ def search_sensor(
     summary = _summary(reasons)
     context.log.info(f"Searching {summary}; {recounted:,} of {len(campaigns):,} campaigns' progress recounted.")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_config=search_run_config(sorted(reasons), reasons), tags={tags.WHY: summary})],
+        run_requests=[
+            dg.RunRequest(
+                job_name=search_campaigns_job.name,
+                run_config=search_run_config(sorted(reasons), reasons),
+                tags={tags.WHY: summary},
+            )
+        ],
         dynamic_partitions_requests=partitions,
         cursor=cursor,
     )
