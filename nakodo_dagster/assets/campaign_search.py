@@ -13,7 +13,7 @@ import dagster as dg
 
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.campaign_map import campaign_map_png, markdown_image
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
+from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, campaign_id_of
 from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, CampaignAccount, Store
@@ -148,7 +148,7 @@ def campaign_search(
 ) -> dg.MaterializeResult:
     """A campaign's businesses, nearest first, each once, new ones added as their areas land."""
     [(_, metadata)] = search_campaigns(
-        store.store, overture.off_reason, [int(context.partition_key)], context.log, always_map=True
+        store.store, overture.off_reason, [campaign_id_of(context.partition_key)], context.log, always_map=True
     )
     context.log.info(
         f"Added {plural(metadata['businesses_added'], 'business', 'businesses')} "

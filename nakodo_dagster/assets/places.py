@@ -223,18 +223,20 @@ def _several_failed(failures: list[dg.Failure], imports: int) -> dg.Failure:
     )
 
 
-# import_sensor is listed as this asset's automation (it targets the asset job reimport_places too), but the runs it
-# launches are of the op job import_places: the description names both.
+# The page's first words tell the truth about the pairs campaigns need: the partitions tab cannot (Dagster's grid of
+# two dimensions is their cross product). import_sensor is listed as this asset's automation (it targets the asset
+# job reimport_places too), but the runs it launches are of the op job import_places: the description names both.
 PLACES_DESCRIPTION = (
-    "Overture's open businesses of one area and one category, as campaigns search them. Fed by import_sensor: one "
-    "import_places run per 4 x 4 block of cells or per country, two at a time; materialising partitions here (one, "
-    "or a backfill of many) re-imports them by hand, whatever they hold, a block or a country at a time. A failed "
-    "import shows its pairs as failed partitions (import_failure_sensor). "
-    "The partitions are every area times every category; how the pairs campaigns need stand is the check "
+    "Overture's open businesses of one area and one category, as campaigns search them. How the pairs campaigns "
+    "need stand (fresh, on their way, failed, stale or missing, with a link to each) is the check "
     # A link in the description puts each failed, stale or coming pair two clicks from this page: the check, then
     # the pair's link in its metadata.
     f"[{NEEDED_PAIRS_FRESH_OR_COMING}](/assets/{PLACES.to_user_string()}?view=checks&checkDetail="
-    f"{NEEDED_PAIRS_FRESH_OR_COMING}), which lists them, each a link to its partition."
+    f"{NEEDED_PAIRS_FRESH_OR_COMING}). The partitions tab counts every area times every category, pairs no "
+    "campaign asked for included, so its missing partitions and its percentage filled are not what campaigns lack. "
+    "Fed by import_sensor: one import_places run per 4 x 4 block of cells or per country, two at a time; "
+    "materialising partitions here (one, or a backfill of many) re-imports them by hand, whatever they hold, a "
+    "block or a country at a time. A failed import shows its pairs as failed partitions (import_failure_sensor)."
 )
 
 
@@ -300,6 +302,10 @@ with warnings.catch_warnings():
         for number, run in enumerate(runs, 1):
             try:
                 outcome = import_or_release_marks(run, store.store, overture, stamp, release)
+            except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
+                # Cancelled: the imports not begun are free at once, as this one's are.
+                store.store.take_back([pair for later in runs[number:] for pair in later.pairs], stamp)
+                raise
             except dg.Failure as failure:
                 # One unreadable block does not keep the others from landing; the run fails at the end.
                 context.log.error(f"Import {number} of {len(runs)} ({run_block(run)}) failed: {failure.description}")
