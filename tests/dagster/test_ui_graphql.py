@@ -154,6 +154,9 @@ def test_a_backfill_runs_as_block_runs_and_re_reads_every_pair(workspace, backfi
     assert len(runs) == len(BLOCK.categories), [run.tags for run in runs]
     assert backfill_instance.get_runs_count() - runs_before == len(runs)
     assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+    # Nothing in the runs' logs a person would take for a fault.
+    logs = [entry for run in runs for entry in backfill_instance.all_logs(run.run_id)]
+    assert not [e.user_message for e in logs if e.level >= logging.WARNING or "did not yield" in e.user_message]
     # The cafes' run imported both blocks, one after the other.
     planned = {
         run.tags["dagster/asset_partition_range_start"].split("|")[1]: _materialised(backfill_instance, run.run_id)
