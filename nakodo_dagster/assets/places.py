@@ -309,8 +309,12 @@ with warnings.catch_warnings():
                 store.store.take_back([pair for later in runs[number:] for pair in later.pairs], stamp)
                 raise
             except dg.Failure as failure:
-                # One unreadable block does not keep the others from landing; the run fails at the end.
-                context.log.error(f"Import {number} of {len(runs)} ({run_block(run)}) failed: {failure.description}")
+                # One unreadable block does not keep the others from landing; the run fails at the end, with the
+                # first failure (a run of one import fails with it and needs no line of its own).
+                if len(runs) > 1:
+                    context.log.error(
+                        f"Import {number} of {len(runs)} ({run_block(run)}) failed: {failure.description}"
+                    )
                 failures.append(failure)
                 continue
             if warning := replaced_marks_warning(outcome):
