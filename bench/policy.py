@@ -26,6 +26,7 @@ from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import searched_campaign_ids
 from nakodo_dagster.overture.sample import TAXONOMY
+from nakodo_dagster.partitions import apply_partitions_requests
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -176,14 +177,14 @@ def evaluate(
 def launch(instance: dg.DagsterInstance, sensor: dg.SensorDefinition, data: SensorExecutionData) -> None:
     """What the daemon does with a tick's result: register its partitions and create its runs, the job's tags
     under the request's. The runs are left NOT_STARTED: queued or running, as far as the next tick can tell."""
-    for request in data.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    apply_partitions_requests(instance, data.dynamic_partitions_requests or [])
     if not data.run_requests:
         # The coverage sensor has no job: it only records check results.
         return
-    # The sensor's own job, not the definitions' copy: that one binds resources to environment variables.
-    job = sensor.job
+    # The sensor's own jobs, not the definitions' copies: those bind resources to environment variables.
+    jobs = {job.name: job for job in sensor.jobs}
     for request in data.run_requests:
+        job = jobs[request.job_name]
         instance.create_run_for_job(
             job,
             run_config=request.run_config,

@@ -13,7 +13,7 @@ import dagster as dg
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
+from nakodo_dagster.partitions import apply_partitions_requests, campaign_partitions_requests
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_job_pairs, report_failed_partitions
 from nakodo_dagster.sensors.import_sensor import request_import_runs
@@ -36,8 +36,7 @@ class SyncReport:
 
 def register_partitions(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
     """Register the dynamic partitions a sensor evaluation asked for, as the daemon does with its result."""
-    for request in result.dynamic_partitions_requests or []:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    apply_partitions_requests(instance, result.dynamic_partitions_requests or [])
 
 
 def _execute_import(instance: dg.DagsterInstance, resources: dict, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
@@ -61,7 +60,7 @@ def sync(
         campaigns = [store.store.campaign(campaign_id)]
     else:
         campaigns = store.store.campaigns(active_only=True)
-    instance.add_dynamic_partitions(CAMPAIGN_PARTITIONS.name, [str(c.id) for c in campaigns])
+    apply_partitions_requests(instance, campaign_partitions_requests(instance, [(c.id, c.name) for c in campaigns]))
     deadline = time.monotonic() + wait_seconds
     cursor: str | None = None
     while True:

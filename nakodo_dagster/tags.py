@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 # dagster.yaml's run queue lets two runs with this tag (value "import") run at once.
@@ -15,6 +16,7 @@ STAMP = "nakodo/stamp"
 BOX = "nakodo/box"
 AREA = "nakodo/area"
 CATEGORIES = "nakodo/categories"
+# The names of the campaigns a search run searches, so that a person finds a campaign's runs by its name.
 CAMPAIGN = "nakodo/campaign"
 WHY = "nakodo/why"
 # Dagster's own tag on a run of one partition.
@@ -29,6 +31,21 @@ BACKLOG_LINE = "backlog"
 # reaches it, and how run monitoring sees that it died.
 RUN_WORKER_PID = "nakodo/run_worker_pid"
 RUN_WORKER_HOST = "nakodo/run_worker_host"
+
+
+# A tag value the run list shows whole.
+_NAMES_IN_TAG = 200
+
+
+def campaign_names(names: Sequence[str]) -> str:
+    """The CAMPAIGN tag of a run searching these campaigns: their names, as many as fit, then how many more."""
+    shown = ""
+    for count, name in enumerate(names):
+        more = f" and {len(names) - count} more"
+        if shown and len(shown) + len(name) + 2 + len(more) > _NAMES_IN_TAG:
+            return shown + more
+        shown = f"{shown}, {name}" if shown else name
+    return shown
 
 
 def stamp_tag(stamp: datetime) -> str:

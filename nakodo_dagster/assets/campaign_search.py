@@ -5,7 +5,7 @@ hour do not grow with the campaigns; each campaign still gets a materialisation 
 partition. An analyst materialises one partition from the UI through the asset itself.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlencode
@@ -14,7 +14,7 @@ import dagster as dg
 
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.campaign_map import MARKDOWN_IMAGE, campaign_map, figure_png, markdown_image
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS
+from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, campaign_id_of, campaign_partition
 from nakodo_dagster.placement import RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Campaign, CampaignAccount, Store
@@ -32,7 +32,7 @@ CAMPAIGN_SEARCH_DESCRIPTION = (
     f"**The map**: every materialisation's `{MAP}` entry shows the campaign's map (its areas by import state, its "
     "businesses, the land and borders around): the picture itself, behind [Show Markdown], when what it shows "
     f"changed; otherwise a link to the materialisation that drew it (`{MAP_DRAWN_AT}` says when). A campaign's "
-    "latest: the Partitions tab, its partition (its id: `nakodo campaign list`)."
+    "latest: the Partitions tab, its partition (its id, then its name in words: `12-paris-cafes`)."
 )
 
 
@@ -110,20 +110,21 @@ class DrawnMap:
     drawn_at: float
 
 
-def map_url(campaign_id: int, drawn_at: float) -> str:
+def map_url(partition: str, drawn_at: float) -> str:
     """The Dagster UI's page of the campaign's materialisation logged at ``drawn_at``: the asset's events of that
     partition, as of that time (so it is first however many came after), that event open."""
     # In milliseconds, cut as the UI's GraphQL gives an event's time: the UI opens the first event at or before it.
     at = int(drawn_at * 1000)
-    query = urlencode({"view": "events", "partitions[0]": str(campaign_id), "asOf": at, "time": at})
+    query = urlencode({"view": "events", "partitions[0]": partition, "asOf": at, "time": at})
     return f"/assets/{CAMPAIGN_SEARCH.to_user_string()}?{query}"
 
 
-def drawn_maps(instance: dg.DagsterInstance, campaign_ids: Sequence[int]) -> dict[int, DrawnMap]:
-    """The map each campaign's latest materialisation shows, drawn in it or linked from it; a campaign with no
-    materialisation, or one whose map is neither, is left out. Two reads of the event log for any number."""
+def drawn_maps(instance: dg.DagsterInstance, partitions: Iterable[str]) -> dict[int, DrawnMap]:
+    """The map each of these campaign partitions' latest materialisation shows, drawn in it or linked from it, by
+    campaign; a campaign with no materialisation, or one whose map is neither, is left out. Two reads of the event
+    log for any number."""
     latest = instance.get_latest_storage_id_by_partition(
-        CAMPAIGN_SEARCH, dg.DagsterEventType.ASSET_MATERIALIZATION, set(map(str, campaign_ids))
+        CAMPAIGN_SEARCH, dg.DagsterEventType.ASSET_MATERIALIZATION, set(partitions)
     )
     if not latest:
         return {}
@@ -137,16 +138,16 @@ def drawn_maps(instance: dg.DagsterInstance, campaign_ids: Sequence[int]) -> dic
         if MAP_SHOWS not in metadata or shown is None:
             continue
         if drawn_at is not None:
-            found[int(record.partition_key)] = DrawnMap(metadata[MAP_SHOWS].value, drawn_at.value)
+            found[campaign_id_of(record.partition_key)] = DrawnMap(metadata[MAP_SHOWS].value, drawn_at.value)
         elif str(shown.value).startswith(MARKDOWN_IMAGE):
-            found[int(record.partition_key)] = DrawnMap(metadata[MAP_SHOWS].value, record.timestamp)
+            found[campaign_id_of(record.partition_key)] = DrawnMap(metadata[MAP_SHOWS].value, record.timestamp)
     return found
 
 
-def _linked_map(campaign_id: int, drawn: DrawnMap) -> dict[str, dg.MetadataValue]:
+def _linked_map(partition: str, drawn: DrawnMap) -> dict[str, dg.MetadataValue]:
     # A URL, not Markdown: the UI's metadata table shows it as a link at once, where Markdown waits behind a button.
     return {
-        MAP: dg.MetadataValue.url(map_url(campaign_id, drawn.drawn_at)),
+        MAP: dg.MetadataValue.url(map_url(partition, drawn.drawn_at)),
         MAP_DRAWN_AT: dg.MetadataValue.timestamp(drawn.drawn_at),
     }
 
@@ -173,7 +174,8 @@ def search_campaigns(
     }
     now = datetime.now(UTC)
     progress = store.search_progress(now, list(searched))
-    shown = {} if always_map else drawn_maps(instance, list(searched))
+    partitions = {p.campaign_id: campaign_partition(p.campaign_id, p.name) for p in progress}
+    shown = {} if always_map else drawn_maps(instance, partitions.values())
     standings = store.campaign_accounts(searched)
     for campaign in progress:
         added, total = searched[campaign.campaign_id]
@@ -213,7 +215,7 @@ def search_campaigns(
                 else "nothing landed yet",
                 MAP_SHOWS: shows,
                 **(
-                    _linked_map(campaign.campaign_id, drawn)
+                    _linked_map(partitions[campaign.campaign_id], drawn)
                     if drawn is not None and drawn.shows == shows
                     else {MAP: _map(store, campaign.campaign_id, total, now)}
                 ),
@@ -233,7 +235,12 @@ def campaign_search(
 ) -> dg.MaterializeResult:
     """Search one campaign by hand and draw its map; see CAMPAIGN_SEARCH_DESCRIPTION."""
     [(_, metadata)] = search_campaigns(
-        store.store, context.instance, overture.off_reason, [int(context.partition_key)], context.log, always_map=True
+        store.store,
+        context.instance,
+        overture.off_reason,
+        [campaign_id_of(context.partition_key)],
+        context.log,
+        always_map=True,
     )
     context.log.info(
         f"Added {plural(metadata['businesses_added'], 'business', 'businesses')} "

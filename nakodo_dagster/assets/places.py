@@ -1,7 +1,7 @@
 """Overture's businesses, one partition per (area, category), imported a block or a country per run."""
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -10,7 +10,15 @@ from nakodo_dagster import tags
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
 from nakodo_dagster.overture.faults import ReadFailed, classify
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
-from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun, check_categories, import_runs, parse_area_key
+from nakodo_dagster.placement import (
+    REQUESTED,
+    RETRY_DAYS,
+    ImportRun,
+    check_categories,
+    import_runs,
+    parse_area_key,
+    run_block,
+)
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Store
 from nakodo_dagster.words import plural
@@ -94,18 +102,23 @@ def _inside_their_area(pair: PairReport) -> tuple[bool, dict[str, object]]:
     return pair.outside_area == 0, {"places": pair.rows, "outside_their_area": pair.outside_area}
 
 
-def import_events(outcome: ImportOutcome) -> Iterator[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
+def import_events(
+    outcome: ImportOutcome, had: Mapping[tuple[str, str], str] | None = None
+) -> Iterator[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Two events per pair the run wrote, each a write to Dagster's event log: its materialisation, then its
-    check's evaluation."""
+    check's evaluation. ``had``, for a re-import by hand, says what each pair had before it."""
     for pair in outcome.pairs:
         partition = str(places_partition(pair.area, pair.category))
-        yield dg.AssetMaterialization(asset_key=PLACES, partition=partition, metadata=pair_metadata(outcome, pair))
-        passed, metadata = _inside_their_area(pair)
+        metadata = pair_metadata(outcome, pair)
+        if had is not None:
+            metadata["replaced"] = had[(pair.area, pair.category)]
+        yield dg.AssetMaterialization(asset_key=PLACES, partition=partition, metadata=metadata)
+        passed, check_metadata = _inside_their_area(pair)
         yield dg.AssetCheckEvaluation(
             asset_key=PLACES,
             check_name=PLACES_INSIDE_THEIR_AREA,
             passed=passed,
-            metadata=metadata,
+            metadata=check_metadata,
             partition=partition,
         )
 
@@ -177,67 +190,159 @@ def run_stamp(run: dg.DagsterRun) -> datetime | None:
     return tags.stamp_from_tag(value) if value else None
 
 
-def _was(store: Store, area: str, category: str, now: datetime) -> str:
-    """What the pair had before a re-import by hand, in words."""
-    rows = store.import_rows([area], [category])
-    if not rows:
-        return "never imported"
-    (row,) = rows
-    when = f"{row.imported_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-    if row.release == REQUESTED and row.failure:
-        return f"an import that failed at {when}: {row.failure}"
-    if row.release == REQUESTED:
-        return f"an import asked for at {when} ({(now - row.imported_at).total_seconds() / 3600:.1f} h ago), not loaded"
-    return f"release {row.release}, {row.rows:,} places, loaded at {when}"
+def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tuple[str, str], str]:
+    """What each pair had before a re-import by hand, in words."""
+    rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    had = {}
+    for pair in pairs:
+        row = rows.get(pair)
+        if row is None:
+            had[pair] = "never imported"
+            continue
+        when = f"{row.imported_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        hours = (now - row.imported_at).total_seconds() / 3600
+        if row.release == REQUESTED and row.failure:
+            had[pair] = f"an import that failed at {when}: {row.failure}"
+        elif row.release == REQUESTED:
+            had[pair] = f"an import asked for at {when} ({hours:.1f} h ago), not loaded"
+        else:
+            had[pair] = f"release {row.release}, {row.rows:,} places, loaded at {when}"
+    return had
 
 
-# The UI lists as automations only sensors that launch runs of the asset itself; import_sensor launches the op job
-# import_places, so the description names it.
+def chosen_pairs(partition_keys: Iterable[str]) -> list[tuple[str, str]]:
+    """The (area, category) pairs of places partition keys, each checked as strictly as anything a user types."""
+    pairs = set()
+    for key in partition_keys:
+        dimensions = PLACES_PARTITIONS.get_partition_key_from_str(str(key)).keys_by_dimension
+        (category,) = check_categories([dimensions[CATEGORY]])
+        pairs.add((parse_area_key(dimensions[AREA]).key, category))
+    return sorted(pairs)
+
+
+def _several_failed(failures: list[dg.Failure], imports: int) -> dg.Failure:
+    """The run's failure when more than one of its imports failed: the first one's, counting the others."""
+    first = failures[0]
+    return dg.Failure(
+        description=f"{len(failures)} of {plural(imports, 'import')} of this run failed; the first:\n"
+        f"{first.description}\nThe others' errors are in the run's log.",
+        metadata=first.metadata,
+        allow_retries=False,
+    )
+
+
+# The page's first words tell the truth about the pairs campaigns need: the partitions tab cannot (Dagster's grid of
+# two dimensions is their cross product). import_sensor is listed as this asset's automation (it targets the asset
+# job reimport_places too), but the runs it launches are of the op job import_places: the description names both.
 PLACES_DESCRIPTION = (
-    "Overture's open businesses of one area and one category, as campaigns search them. Fed by import_sensor: one "
-    "import_places run per 4 x 4 block of cells or per country, two at a time; materialising a partition here "
-    "re-imports that pair by hand. A failed import shows its pairs as failed partitions (import_failure_sensor). "
-    "The partitions are every area times every category; how the pairs campaigns need stand is the check "
+    "Overture's open businesses of one area and one category, as campaigns search them. How the pairs campaigns "
+    "need stand (fresh, on their way, failed, stale or missing, with a link to each) is the check "
     # A link in the description puts each failed, stale or coming pair two clicks from this page: the check, then
     # the pair's link in its metadata.
     f"[{NEEDED_PAIRS_FRESH_OR_COMING}](/assets/{PLACES.to_user_string()}?view=checks&checkDetail="
-    f"{NEEDED_PAIRS_FRESH_OR_COMING}), which lists them, each a link to its partition."
+    f"{NEEDED_PAIRS_FRESH_OR_COMING}). The partitions tab counts every area times every category, pairs no "
+    "campaign asked for included, so its missing partitions and its percentage filled are not what campaigns lack. "
+    "Fed by import_sensor: one import_places run per 4 x 4 block of cells or per country, two at a time; "
+    "materialising partitions here (one, or a backfill of many) re-imports them by hand, whatever they hold, a "
+    "block or a country at a time. A failed import shows its pairs as failed partitions (import_failure_sensor)."
 )
 
 
-@dg.asset(
-    partitions_def=PLACES_PARTITIONS,
-    check_specs=PLACES_CHECKS,
-    pool=IMPORT_POOL,
-    group_name="overture",
-    kinds={"duckdb", "parquet"},
-    description=PLACES_DESCRIPTION,
-)
-def places(
-    context: dg.AssetExecutionContext, store: StoreResource, overture: OvertureResource
-) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    """Re-import one pair by hand, whatever its state; see PLACES_DESCRIPTION."""
-    keys = context.partition_key.keys_by_dimension
-    area = parse_area_key(keys[AREA])
-    (category,) = check_categories([keys[CATEGORY]])
-    if overture.off_reason:
-        raise dg.Failure(f"Imports are off: {overture.off_reason}. Set it to a folder or an s3:// prefix of releases.")
-    release = overture.current_release()
-    now = datetime.now(UTC)
-    was = _was(store.store, area.key, category, now)
-    context.log.info(
-        f"Re-importing {category} in {area.key} from release {release} by hand; the pair had {was}. "
-        "A re-import by hand overrides a mark on its way and a failed import's 7-day block."
+# A backfill of places partitions, as an analyst launches it from the UI, runs as few runs as Dagster makes of
+# the selection (one per stretch of neighbouring partitions of one category, or of one area); each run re-imports
+# its pairs a block or a country at a time, one after the other, holding one slot of the import pool throughout.
+# Dagster marks the policy beta.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "Parameter `backfill_policy`", dg.BetaWarning)
+
+    @dg.multi_asset(
+        specs=[
+            # Skippable: a run of several partitions records each pair as its import lands, not all at the end.
+            dg.AssetSpec(
+                PLACES,
+                description=PLACES_DESCRIPTION,
+                group_name="overture",
+                kinds={"duckdb", "parquet"},
+                skippable=True,
+            )
+        ],
+        partitions_def=PLACES_PARTITIONS,
+        check_specs=PLACES_CHECKS,
+        # The check's output is then optional: such a run reports each pair's check as an evaluation of its own.
+        can_subset=True,
+        pool=IMPORT_POOL,
+        backfill_policy=dg.BackfillPolicy.single_run(),
     )
-    stamp = store.store.force_request([(area.key, category)], now)
-    # The stamp on the run is how the sensors find this run's mark: to mark it failed if the run is killed, to take
-    # it back if it is cancelled, and to see that the mark has a run.
-    context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
-    (run,) = import_runs({area.key: [category]}, {area.key: area})
-    outcome = import_or_release_marks(run, store.store, overture, stamp, release)
-    if warning := replaced_marks_warning(outcome):
-        context.log.warning(warning)
-    (pair,) = outcome.pairs
-    passed, metadata = _inside_their_area(pair)
-    yield dg.MaterializeResult(metadata={**pair_metadata(outcome, pair), "replaced": was})
-    yield dg.AssetCheckResult(check_name=PLACES_INSIDE_THEIR_AREA, passed=passed, metadata=metadata)
+    def places(
+        context: dg.AssetExecutionContext, store: StoreResource, overture: OvertureResource
+    ) -> Iterator[
+        dg.MaterializeResult | dg.AssetCheckResult | dg.AssetMaterialization | dg.AssetCheckEvaluation | dg.Output
+    ]:
+        """Re-import the chosen pairs by hand, whatever their state; see PLACES_DESCRIPTION."""
+        pairs = chosen_pairs(context.partition_keys)
+        if overture.off_reason:
+            raise dg.Failure(
+                f"Imports are off: {overture.off_reason}. Set it to a folder or an s3:// prefix of releases."
+            )
+        release = overture.current_release()
+        now = datetime.now(UTC)
+        had = _had(store.store, pairs, now)
+        missing: dict[str, list[str]] = {}
+        for area, category in pairs:
+            missing.setdefault(area, []).append(category)
+        runs = import_runs(missing, {})
+        # A run of one partition (the UI's Materialize, `dagster asset materialize`) reports through its outputs.
+        single = not context.has_partition_key_range
+        if single:
+            ((area, category),) = pairs
+            context.log.info(
+                f"Re-importing {category} in {area} from release {release} by hand; the pair had {had[pairs[0]]}. "
+                "A re-import by hand overrides a mark on its way and a failed import's 7-day block."
+            )
+        else:
+            context.log.info(
+                f"Re-importing {plural(len(pairs), 'pair')} from release {release} by hand, whatever they had, in "
+                f"{plural(len(runs), 'import')} (one per 4 x 4 block of cells or country), one after the other."
+            )
+        stamp = store.store.force_request(pairs, now)
+        # The stamp on the run is how the sensors find this run's marks: to mark them failed if the run is killed, to
+        # take them back if it is cancelled, and to see that the marks have a run.
+        context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
+        failures: list[dg.Failure] = []
+        for number, run in enumerate(runs, 1):
+            try:
+                outcome = import_or_release_marks(run, store.store, overture, stamp, release)
+            except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
+                # Cancelled: the imports not begun are free at once, as this one's are.
+                store.store.take_back([pair for later in runs[number:] for pair in later.pairs], stamp)
+                raise
+            except dg.Failure as failure:
+                # One unreadable block does not keep the others from landing; the run fails at the end, with the
+                # first failure (a run of one import fails with it and needs no line of its own).
+                if len(runs) > 1:
+                    context.log.error(
+                        f"Import {number} of {len(runs)} ({run_block(run)}) failed: {failure.description}"
+                    )
+                failures.append(failure)
+                continue
+            if warning := replaced_marks_warning(outcome):
+                context.log.warning(warning)
+            if single:
+                (pair,) = outcome.pairs
+                passed, metadata = _inside_their_area(pair)
+                yield dg.MaterializeResult(metadata={**pair_metadata(outcome, pair), "replaced": had[pairs[0]]})
+                yield dg.AssetCheckResult(check_name=PLACES_INSIDE_THEIR_AREA, passed=passed, metadata=metadata)
+                continue
+            context.log.info(
+                f"Import {number} of {len(runs)} ({run_block(run)}): "
+                f"{plural(sum(p.rows for p in outcome.pairs), 'place')} in {plural(len(run.pairs), 'pair')}, "
+                f"{outcome.seconds:.1f} s"
+            )
+            yield from import_events(outcome, had)
+        if not single:
+            # The check's output, as an AssetCheckResult would give it, so that Dagster does not log it as missing;
+            # each pair's evaluation is above.
+            check_key = dg.AssetCheckKey(PLACES, PLACES_INSIDE_THEIR_AREA)
+            yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(check_key))
+        if failures:
+            raise failures[0] if len(failures) == 1 else _several_failed(failures, len(runs))

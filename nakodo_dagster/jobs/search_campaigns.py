@@ -7,9 +7,10 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from nakodo_dagster import tags
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
+from nakodo_dagster.partitions import apply_partitions_requests, campaign_partition, campaign_partitions_requests
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.words import plural
 
@@ -32,12 +33,14 @@ def search_due_campaigns(
     context: dg.OpExecutionContext, config: SearchBatchConfig, store: StoreResource, overture: OvertureResource
 ) -> None:
     """Search every campaign of the batch; one ``campaign_search`` materialisation per campaign."""
-    known = {p.campaign_id for p in store.store.search_progress(datetime.now(UTC), config.campaign_ids)}
-    if unknown := sorted(set(config.campaign_ids) - known):
+    names = {p.campaign_id: p.name for p in store.store.search_progress(datetime.now(UTC), config.campaign_ids)}
+    if unknown := sorted(set(config.campaign_ids) - set(names)):
         raise dg.Failure(f"campaigns {unknown} do not exist; `nakodo campaign list` shows the campaigns")
+    if tags.CAMPAIGN not in context.run.tags:
+        # A batch launched by hand carries the campaigns' names too, as the sensor's do.
+        context.instance.add_run_tags(context.run.run_id, {tags.CAMPAIGN: tags.campaign_names(list(names.values()))})
     # A batch launched by hand may name campaigns the sensor has not registered yet.
-    for request in new_partitions_request(context.instance, CAMPAIGN_PARTITIONS.name, map(str, config.campaign_ids)):
-        context.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    apply_partitions_requests(context.instance, campaign_partitions_requests(context.instance, names.items()))
     added = 0
     for campaign_id, metadata in search_campaigns(
         store.store, context.instance, overture.off_reason, config.campaign_ids, context.log
@@ -46,7 +49,11 @@ def search_due_campaigns(
             metadata["why"] = why
         added += metadata["businesses_added"]
         context.log_event(
-            dg.AssetMaterialization(asset_key=CAMPAIGN_SEARCH, partition=str(campaign_id), metadata=metadata)
+            dg.AssetMaterialization(
+                asset_key=CAMPAIGN_SEARCH,
+                partition=campaign_partition(campaign_id, names[campaign_id]),
+                metadata=metadata,
+            )
         )
     context.log.info(
         f"Searched {plural(len(config.campaign_ids), 'campaign')}; added {plural(added, 'business', 'businesses')}"

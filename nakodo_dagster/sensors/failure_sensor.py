@@ -44,7 +44,7 @@ def import_job_pairs(run: dg.DagsterRun) -> tuple[tuple[str, str], ...] | None:
         return None
 
 
-def held_marks(run: dg.DagsterRun) -> HeldMarks | None:
+def held_marks(run: dg.DagsterRun, store: Store) -> HeldMarks | None:
     """The marks an import run holds, or None: not an import run, or a run that had not marked anything yet
     (an analyst's run stamps itself only once it starts)."""
     stamp = run_stamp(run)
@@ -57,6 +57,8 @@ def held_marks(run: dg.DagsterRun) -> HeldMarks | None:
         area, category = (run.tags.get(f"{tags.PARTITION}/{name}") for name in (AREA, CATEGORY))
         if area and category:
             return HeldMarks(((area, category),), stamp)
+        # A run of several partitions (a backfill's) holds the marks still carrying its stamp.
+        return HeldMarks(tuple(store.marks_stamped(stamp)), stamp)
     return None
 
 
@@ -115,7 +117,7 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
 )
 def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> dg.SkipReason | None:
     run, now = context.dagster_run, datetime.now(UTC)
-    marks = held_marks(run)
+    marks = held_marks(run, store.store)
     if marks is not None:
         marked = store.store.mark_failed(marks.pairs, marks.stamp, now, run_failure_reason(context))
         context.log.info(
@@ -149,7 +151,7 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     "ran: it never tried to the end, so the next tick asks for them again.",
 )
 def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResource) -> dg.SkipReason | None:
-    marks = held_marks(context.dagster_run)
+    marks = held_marks(context.dagster_run, store.store)
     if marks is None:
         return dg.SkipReason(f"Run {context.dagster_run.run_id} holds no import marks.")
     taken = store.store.take_back(marks.pairs, marks.stamp)

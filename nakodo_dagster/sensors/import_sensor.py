@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster import tags
+from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
 from nakodo_dagster.placement import (
@@ -21,7 +22,9 @@ from nakodo_dagster.placement import (
     FIRST_BLOCK_PRIORITY,
     ImportRun,
     admitted_runs,
+    block_key,
     import_pace,
+    parse_area_key,
 )
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Reservation, Store
@@ -194,6 +197,7 @@ def take_back_unlaunched(
 def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
+        job_name=import_places.name,
         run_key=f"{run.key}@{stamp.isoformat()}",
         run_config=import_run_config(run),
         tags={
@@ -225,7 +229,9 @@ def _left_out(reservation: Reservation) -> str:
 
 
 def _new_partitions(instance: dg.DagsterInstance, runs: list[ImportRun]) -> list[dg.AddDynamicPartitionsRequest]:
-    areas = sorted({area for run in runs for area in run.areas})
+    # Registered a block at a time, a block's cells are neighbours in the UI's grid, and a backfill of them is
+    # one stretch of partitions: one run per category (the places asset's backfill policy), not one per cell.
+    areas = sorted({area for run in runs for area in run.areas}, key=lambda key: (block_key(parse_area_key(key)), key))
     categories = sorted({category for run in runs for category in run.categories})
     return new_partitions_request(instance, AREA, areas) + new_partitions_request(instance, CATEGORY, categories)
 
@@ -334,7 +340,8 @@ def request_import_runs(
 
 
 @dg.sensor(
-    job=import_places,
+    # It launches import_places; reimport_places, never launched, makes the UI list it as the automation of places.
+    jobs=[import_places, reimport_places],
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Reserves the (area, category) pairs active campaigns miss and launches one run per block or "

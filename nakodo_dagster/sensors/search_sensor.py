@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster import tags
+from nakodo_dagster.jobs.by_hand import search_campaigns_by_hand
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
-from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, new_partitions_request
+from nakodo_dagster.partitions import campaign_partitions_requests
 from nakodo_dagster.placement import search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store.base import COMMIT_OVERLAP
@@ -51,7 +52,9 @@ def _summary(reasons: dict[int, str]) -> str:
 
 
 @dg.sensor(
-    job=search_campaigns_job,
+    # It launches search_campaigns_job; search_campaigns_by_hand, never launched, makes the UI list it as the
+    # automation of campaign_search.
+    jobs=[search_campaigns_job, search_campaigns_by_hand],
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Searches every active campaign daily, every 2 minutes while its imports are pending (for up to "
@@ -70,9 +73,8 @@ def search_sensor(
         return dg.SensorResult(skip_reason="No active campaign.", cursor=cursor)
     imports_on = overture.off_reason is None
     reasons = {c.campaign_id: why for c in campaigns if (why := due_reason(c, imports_on, now))}
-    partitions = new_partitions_request(
-        context.instance, CAMPAIGN_PARTITIONS.name, (str(c.campaign_id) for c in campaigns)
-    )
+    due = sorted((c for c in campaigns if c.campaign_id in reasons), key=lambda c: c.campaign_id)
+    partitions = campaign_partitions_requests(context.instance, ((c.campaign_id, c.name) for c in campaigns))
     if not reasons:
         return dg.SensorResult(
             dynamic_partitions_requests=partitions,
@@ -85,7 +87,13 @@ def search_sensor(
         f"Searching {summary}; progress recounted for {recounted:,} of {plural(len(campaigns), 'campaign')}."
     )
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_config=search_run_config(sorted(reasons), reasons), tags={tags.WHY: summary})],
+        run_requests=[
+            dg.RunRequest(
+                job_name=search_campaigns_job.name,
+                run_config=search_run_config(sorted(reasons), reasons),
+                tags={tags.WHY: summary, tags.CAMPAIGN: tags.campaign_names([c.name for c in due])},
+            )
+        ],
         dynamic_partitions_requests=partitions,
         cursor=cursor,
     )

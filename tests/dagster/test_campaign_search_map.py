@@ -25,6 +25,7 @@ from nakodo_dagster.campaign_map import MARKDOWN_IMAGE
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
+from nakodo_dagster.partitions import campaign_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe",))
@@ -102,7 +103,7 @@ def land_nothing(store, targeting: Targeting) -> None:
 def test_every_search_shows_the_map_or_links_to_the_one_that_drew_it(instance, resources):
     store = resources["store"].store
     leeds = store.add_campaign("Leeds", LEEDS)
-    instance.add_dynamic_partitions("campaign", [str(leeds)])
+    instance.add_dynamic_partitions("campaign", [campaign_partition(leeds, "Leeds")])
 
     drew, first = search(instance, resources, leeds)
     _, second = search(instance, resources, leeds)
@@ -115,7 +116,7 @@ def test_every_search_shows_the_map_or_links_to_the_one_that_drew_it(instance, r
         opened = opened_by_the_ui(instance, linked[MAP])
         assert opened["runId"] == drew, "the link opens the materialisation that drew the map"
         assert int(linked[MAP_DRAWN_AT] * 1000) == int(opened["timestamp"]), "and says when it was drawn"
-        assert opened["partition"] == str(leeds)
+        assert opened["partition"] == campaign_partition(leeds, "Leeds")
         assert event_map(opened).startswith(MARKDOWN_IMAGE)
     assert third[MAP] == second[MAP], "a link is passed on, not chained to the last link"
 
@@ -129,7 +130,9 @@ def test_every_search_shows_the_map_or_links_to_the_one_that_drew_it(instance, r
 def test_a_link_opens_its_own_campaign_among_many_logged_in_the_same_run(instance, resources):
     store = resources["store"].store
     campaigns = [store.add_campaign(f"Leeds {number}", LEEDS) for number in range(3)]
-    instance.add_dynamic_partitions("campaign", list(map(str, campaigns)))
+    instance.add_dynamic_partitions(
+        "campaign", [campaign_partition(campaign, f"Leeds {number}") for number, campaign in enumerate(campaigns)]
+    )
     config = search_run_config(campaigns)
     drew = search_campaigns_job.execute_in_process(run_config=config, instance=instance, resources=resources)
 
@@ -147,10 +150,11 @@ def test_a_search_materialised_by_hand_draws_its_map_and_the_asset_says_where_to
 ):
     store = resources["store"].store
     leeds = store.add_campaign("Leeds", LEEDS)
-    instance.add_dynamic_partitions("campaign", [str(leeds)])
+    key = campaign_partition(leeds, "Leeds")
+    instance.add_dynamic_partitions("campaign", [key])
     search(instance, resources, leeds)
 
-    result = dg.materialize([campaign_search], partition_key=str(leeds), instance=instance, resources=resources)
+    result = dg.materialize([campaign_search], partition_key=key, instance=instance, resources=resources)
 
     [materialization] = result.asset_materializations_for_node("campaign_search")
     assert materialization.metadata[MAP].value.startswith(MARKDOWN_IMAGE), "an analyst sees the map at once"

@@ -85,15 +85,15 @@ def test_ticks_runs_and_searches_give_each_campaign_its_businesses(instance, res
         run_config=request.run_config, instance=instance, resources=resources
     )
     assert {m.partition for m in batch.asset_materializations_for_node("search_due_campaigns")} == {
-        str(leeds),
-        str(swiss),
+        f"{leeds}-leeds",
+        f"{swiss}-swiss",
     }
 
     assert_campaign_matches(store, leeds, release_root, LEEDS)
     swiss_results = assert_campaign_matches(store, swiss, release_root, SWISS)
     assert {r["country"] for r in swiss_results} == {"CH"}, "a box around Switzerland holds Freiburg's cafes too"
 
-    again = dg.materialize([campaign_search], partition_key=str(leeds), instance=instance, resources=resources)
+    again = dg.materialize([campaign_search], partition_key=f"{leeds}-leeds", instance=instance, resources=resources)
     metadata = again.asset_materializations_for_node("campaign_search")[0].metadata
     assert metadata["businesses_added"].value == 0
     assert metadata["pending_areas"].value == 0

@@ -22,10 +22,13 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster import tags
+from nakodo_dagster.assets.places import PLACES
+from nakodo_dagster.definitions import defs
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.overture.index import index_path
-from nakodo_dagster.partitions import AREA, CATEGORY
+from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
@@ -291,3 +294,25 @@ def test_runs_that_are_not_imports_are_left_alone(instance, resources, status):
 
     assert isinstance(skipped, dg.SkipReason)
     assert set(_states(store, _pairs(request)).values()) == {"coming"}
+
+
+def test_a_killed_backfill_run_of_several_partitions_reads_as_failed(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    pairs = _pairs(_request(instance, resources))
+    # A backfill's run of the places asset over a stretch of partitions, killed once it had marked its pairs.
+    stamp = store.force_request(pairs, datetime.now(UTC))
+    first, last = (str(places_partition(*pair)) for pair in (pairs[0], pairs[-1]))
+    run = instance.create_run_for_job(
+        defs.resolve_job_def(reimport_places.name),
+        asset_selection={PLACES},
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+            tags.STAMP: tags.stamp_tag(stamp),
+        },
+    )
+
+    _fail_as_run_monitoring_does(instance, resources, run)
+
+    assert set(_states(store, pairs).values()) == {"failed"}, "no campaign waits six hours on them"

@@ -4,6 +4,7 @@ events for it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -14,7 +15,7 @@ from nakodo_dagster.assets.places import PLACES, places
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_block, import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
-from nakodo_dagster.placement import PointLocation, Targeting
+from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
@@ -174,3 +175,35 @@ def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them
     assert _planned(instance, failed.run_id) == []
     materialised, failed_partitions = _partition_status(instance)
     assert (len(materialised), failed_partitions) == (1, set())
+
+
+def test_a_failed_backfill_run_shows_its_partitions_failed_and_its_pairs_failed(instance, resources, tmp_path):
+    cells, category = ["cell:53.5,-2", "cell:53.5,-1.5", "cell:53,-2"], "cafe"
+    instance.add_dynamic_partitions(AREA, cells)
+    instance.add_dynamic_partitions(CATEGORY, [category])
+    broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
+    partitions = {f"{cell}|{category}" for cell in cells}
+
+    # What a backfill launches for a stretch of partitions: one run over their range.
+    result = dg.materialize(
+        [places],
+        tags={
+            "dagster/asset_partition_range_start": f"{cells[0]}|{category}",
+            "dagster/asset_partition_range_end": f"{cells[-1]}|{category}",
+        },
+        resources=broken,
+        instance=instance,
+        raise_on_error=False,
+    )
+
+    assert not result.success
+    assert _partition_status(instance) == (set(), partitions)
+    # The step's failure says what failed, as an import run's does; the pairs read as failed at once.
+    (step_failure,) = instance.get_records_for_run(result.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    headline = step_failure.event_log_entry.dagster_event.step_failure_data.error.message.strip().splitlines()[0]
+    assert headline.endswith(
+        f"Overture release {RELEASE}: file part-00000.zstd.parquet is unreadable (truncated or not Parquet)"
+    )
+    store = resources["store"].store
+    cutoffs = Cutoffs.at(datetime.now(UTC))
+    assert {cutoffs.row_state(r) for r in store.import_rows(cells, [category])} == {"failed"}

@@ -28,6 +28,14 @@ def test_the_places_page_names_the_sensors_the_job_and_the_check_behind_it():
     assert f"[{NEEDED_PAIRS_FRESH_OR_COMING}]{check_page}" in description
 
 
+def test_the_places_page_says_first_where_the_needed_pairs_stand():
+    description = defs.resolve_assets_def(PLACES).specs_by_key[PLACES].description
+    # The second sentence names the check; the third says the partitions tab's counts are not what campaigns lack.
+    _what, second, third = description.split(". ")[:3]
+    assert NEEDED_PAIRS_FRESH_OR_COMING in second
+    assert "partitions tab" in third and "not what campaigns lack" in third
+
+
 def test_loading_the_code_location_warns_about_nothing(duckdb_url, tmp_path):
     # A fresh process, as dagster dev's code server: every warning is an error.
     loaded = subprocess.run(

@@ -9,9 +9,11 @@ import pyarrow as pa
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
+from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
+from nakodo_dagster.partitions import campaign_id_of
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import SEARCH_IN_FLIGHT, search_sensor
@@ -49,8 +51,12 @@ def test_one_run_searches_every_due_campaign_and_registers_them(instance, resour
     assert len(result.run_requests) == 1, "one run however many campaigns are due"
     assert batched(result) == [*campaigns, swiss]
     assert result.run_requests[0].tags["nakodo/why"] == "26 campaigns: first search of the day (26)"
+    # The run list names the campaigns, as many as a tag shows whole.
+    names = result.run_requests[0].tags["nakodo/campaign"]
+    assert names.startswith("Leeds 0, Leeds 1, ") and names.endswith(" more") and len(names) <= 200
+    # Each campaign's partition is found by its name.
     [added] = result.dynamic_partitions_requests
-    assert list(added.partition_keys) == [str(c) for c in [*campaigns, swiss]]
+    assert list(added.partition_keys) == [f"{c}-leeds-{i}" for i, c in enumerate(campaigns)] + [f"{swiss}-swiss"]
 
 
 def test_a_requested_search_is_not_asked_for_again_until_it_ran_or_was_lost(instance, resources):
@@ -125,8 +131,9 @@ def test_the_batch_run_materialises_each_campaign_partition(instance, resources)
     store = resources["store"].store
     leeds, swiss = store.add_campaign("Leeds", LEEDS), store.add_campaign("Swiss", SWISS)
     tick = search_tick(instance, resources)
-    instance.add_dynamic_partitions("campaign", list(tick.dynamic_partitions_requests[0].partition_keys))
+    register_partitions(instance, tick)
     [request] = tick.run_requests
+    assert request.tags["nakodo/campaign"] == "Leeds, Swiss"
 
     run = search_campaigns_job.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
     again = search_campaigns_job.execute_in_process(
@@ -134,15 +141,16 @@ def test_the_batch_run_materialises_each_campaign_partition(instance, resources)
     )
 
     first = {m.partition: m.metadata for m in run.asset_materializations_for_node("search_due_campaigns")}
-    assert set(first) == {str(leeds), str(swiss)}
+    leeds_key, swiss_key = f"{leeds}-leeds", f"{swiss}-swiss"
+    assert set(first) == {leeds_key, swiss_key}
     assert {m.asset_key for m in run.asset_materializations_for_node("search_due_campaigns")} == {CAMPAIGN_SEARCH}
-    assert first[str(leeds)]["campaign"].value == "Leeds"
-    assert first[str(leeds)]["why"].value == "first search of the day"
-    assert first[str(leeds)]["pending_areas"].value == len(areas_for(LEEDS)), "nothing imported yet"
-    assert first[str(leeds)]["map"].value.startswith("![campaign map](data:image/png;base64,")
+    assert first[leeds_key]["campaign"].value == "Leeds"
+    assert first[leeds_key]["why"].value == "first search of the day"
+    assert first[leeds_key]["pending_areas"].value == len(areas_for(LEEDS)), "nothing imported yet"
+    assert first[leeds_key]["map"].value.startswith("![campaign map](data:image/png;base64,")
     second = {m.partition: m.metadata for m in again.asset_materializations_for_node("search_due_campaigns")}
-    assert second[str(leeds)]["map"].value.startswith("/assets/campaign_search?"), "the same picture is not drawn twice"
-    assert instance.get_materialized_partitions(CAMPAIGN_SEARCH) == {str(leeds), str(swiss)}
+    assert second[leeds_key]["map"].value.startswith("/assets/campaign_search?"), "the same picture is not drawn twice"
+    assert instance.get_materialized_partitions(CAMPAIGN_SEARCH) == {leeds_key, swiss_key}
     assert search_tick(instance, resources).run_requests == [], "searched, and nothing new since"
 
 
@@ -153,15 +161,16 @@ def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, r
     kept = store.add_campaign("Acme Leeds", LEEDS, account_id=acme)
     paused = store.add_campaign("Acme Swiss", SWISS, account_id=acme)
     reasons = store.set_account_plan(acme, solo_plan)
-    instance.add_dynamic_partitions("campaign", [str(mine), str(kept), str(paused)])
 
     # An analyst may still search the paused campaign by hand: its materialisation says why it is paused.
     run = search_campaigns_job.execute_in_process(
         run_config=search_run_config([mine, kept, paused]), instance=instance, resources=resources
     )
 
+    # A batch launched by hand, with no tags, names its campaigns too.
+    assert instance.get_run_by_id(run.run_id).tags["nakodo/campaign"] == "Leeds, Acme Leeds, Acme Swiss"
     shown = {
-        int(m.partition): {key: m.metadata[key].value for key in ("account", "plan", "status")}
+        campaign_id_of(m.partition): {key: m.metadata[key].value for key in ("account", "plan", "status")}
         for m in run.asset_materializations_for_node("search_due_campaigns")
     }
     assert shown == {
@@ -222,15 +231,27 @@ def test_a_search_counts_failed_areas_as_failed_and_says_why(instance, resources
     reason = "Overture release 2026-11-18.0: file part-00003.parquet is unreadable (truncated or not Parquet)"
     store.mark_failed(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]), datetime.now(UTC), reason)
     tick = search_tick(instance, resources)
-    instance.add_dynamic_partitions("campaign", list(tick.dynamic_partitions_requests[0].partition_keys))
+    register_partitions(instance, tick)
 
     run = search_campaigns_job.execute_in_process(
         run_config=tick.run_requests[0].run_config, instance=instance, resources=resources
     )
 
     [materialisation] = run.asset_materializations_for_node("search_due_campaigns")
-    assert materialisation.partition == str(leeds)
+    assert campaign_id_of(materialisation.partition) == leeds
     metadata = {key: value.value for key, value in materialisation.metadata.items()}
     failed = {area for area, _ in pairs}
     assert (metadata["areas_failed"], metadata["pending_areas"]) == (len(failed), 0), "failed, not on their way"
     assert metadata["failed_areas"] == dict.fromkeys(sorted(failed), reason)
+
+
+def test_campaigns_registered_by_their_bare_id_are_registered_again_by_name(instance, resources):
+    store = resources["store"].store
+    leeds = store.add_campaign("Leeds", LEEDS)
+    # Before partition keys carried names, the campaign's partition was its id alone.
+    instance.add_dynamic_partitions("campaign", [str(leeds)])
+
+    register_partitions(instance, search_tick(instance, resources))
+
+    assert instance.get_dynamic_partitions("campaign") == [f"{leeds}-leeds"], "the bare id is retired"
+    assert search_tick(instance, resources).dynamic_partitions_requests == [], "nothing more to change"
