@@ -128,6 +128,11 @@ class Transaction(ABC):
     def load_incoming_places(self, places: pa.Table) -> None:
         """Bulk-load normalised rows (``sql.INCOMING_COLUMNS``, in order) into the temp table incoming_places."""
 
+    @abstractmethod
+    def keep_coverage_statistics(self, restated: int) -> None:
+        """After a count restated ``restated`` pairs of coverage_pairs: bring the planner's statistics of the table
+        up to date if they no longer describe it."""
+
 
 def _pair_params(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     # Unique, as DuckDB refuses to update one row twice in a statement. Not sorted: the order rows are locked in
@@ -492,6 +497,7 @@ class Store(ABC):
         tx.run(sql.KEEP_RESTATED)
         tx.run(sql.KEEP_COVERAGE_COUNTED, counted_at=now, needs_through=started - COMMIT_OVERLAP)
         [(recounted,)] = tx.rows(sql.RECOUNTED)
+        tx.keep_coverage_statistics(recounted)
         return recounted
 
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:

@@ -35,6 +35,10 @@ class _DuckDBTransaction(Transaction):
         # DuckDB answers a write with one row: the count.
         return self.rows(statement, **params)[0][0]
 
+    def keep_coverage_statistics(self, restated: int) -> None:
+        # DuckDB keeps a table's statistics up to date as it writes it.
+        return
+
     def load_incoming_places(self, places: pa.Table) -> None:
         self._cursor.register("incoming_arrow", places)
         self._cursor.execute("INSERT INTO incoming_places SELECT * FROM incoming_arrow")

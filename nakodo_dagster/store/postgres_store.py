@@ -13,6 +13,7 @@ import psycopg2
 import pyarrow as pa
 import pyarrow.csv
 
+from nakodo_dagster.store import sql
 from nakodo_dagster.store.base import Store, T, Transaction
 
 # A tick joins every campaign's pairs with place_imports: with the server's default 4 MB per sort or hash, that
@@ -41,6 +42,11 @@ def _array_text(values: list) -> str:
     return '{"' + '","'.join(text) + '"}' if text else "{}"
 
 
+# PostgreSQL's defaults for autovacuum_analyze_scale_factor and autovacuum_analyze_threshold.
+_ANALYZE_SCALE_FACTOR = 0.1
+_ANALYZE_THRESHOLD = 50
+
+
 class _PostgresTransaction(Transaction):
     def _translate(self, statement: str) -> str:
         return _pyformat(statement)
@@ -51,6 +57,14 @@ class _PostgresTransaction(Transaction):
     def written(self, statement: str, **params: Any) -> int:
         self.run(statement, **params)
         return self._cursor.rowcount
+
+    def keep_coverage_statistics(self, restated: int) -> None:
+        # Autovacuum's own rule, without waiting up to a minute for its next look: the first count after a big
+        # admission fills the table, and the search sensor's next tick, planned with an empty table's statistics,
+        # counted 741 campaigns' progress in 76 s instead of 1.5 s at 10,000 campaigns.
+        [(rows_when_analysed,)] = self.rows(sql.COVERAGE_PAIRS_ESTIMATE)
+        if restated > _ANALYZE_SCALE_FACTOR * max(rows_when_analysed, 0) + _ANALYZE_THRESHOLD:
+            self.run(sql.ANALYZE_COVERAGE_PAIRS)
 
     def load_incoming_places(self, places: pa.Table) -> None:
         options = pyarrow.csv.WriteOptions(include_header=False)

@@ -526,8 +526,10 @@ ANALYZE_CHOSEN_CAMPAIGNS = "ANALYZE chosen_campaigns"
 # PROGRESS_COUNTS of the chosen campaigns, from the kept coverage (counted just before): a
 # pair without a coverage_pairs row is missing, never asked for, so only the pairs that have one are joined with
 # the campaigns, and an area with fewer of them than the campaign has categories misses one. Most pairs of a big
-# fleet have none: this enumerates the campaigns' areas, not their pairs (a fifth as many at 5 categories).
-KEPT_PROGRESS_COUNTS = f"""
+# fleet have none: the areas without any are counted, not joined (an area with no row is missing), and everything
+# is grouped per campaign at once; joining each chosen campaign's areas with the rowed ones area by area let
+# PostgreSQL probe all of them once per campaign (0.8 s for 741 campaigns at 10,000).
+KEPT_PROGRESS_COUNTS = """
 WITH chosen AS (SELECT id FROM chosen_campaigns),
 rowed AS (
     SELECT ca.campaign_id, ca.area, count(*) AS pairs, bool_or(cp.state = 'coming') AS coming,
@@ -543,16 +545,32 @@ sizes AS (
     SELECT campaign_id, count(*) AS categories FROM campaign_categories
     WHERE campaign_id IN (SELECT id FROM chosen) GROUP BY campaign_id
 ),
-area_states AS (
-    SELECT ca.campaign_id, ca.area, coalesce(rowed.coming, false) AS coming,
-           coalesce(rowed.missing, false) OR coalesce(rowed.pairs, 0) < sizes.categories AS missing,
-           coalesce(rowed.failed, false) AS failed, rowed.landed_at
-    FROM chosen
-    JOIN campaign_areas AS ca ON ca.campaign_id = chosen.id
-    JOIN sizes ON sizes.campaign_id = chosen.id
-    LEFT JOIN rowed ON rowed.campaign_id = ca.campaign_id AND rowed.area = ca.area
+areas AS (
+    SELECT campaign_id, count(*) AS areas FROM campaign_areas
+    WHERE campaign_id IN (SELECT id FROM chosen) GROUP BY campaign_id
+),
+rowed_by_campaign AS (
+    SELECT campaign_id, count(*) AS areas,
+           count(*) FILTER (WHERE coming) AS coming,
+           count(*) FILTER (WHERE missing AND NOT coming) AS missing,
+           count(*) FILTER (WHERE missing) AS not_loaded,
+           count(*) FILTER (WHERE failed AND NOT coming AND NOT missing) AS failed,
+           max(landed_at) AS arrived_at
+    FROM (
+        SELECT rowed.campaign_id, rowed.coming, rowed.missing OR rowed.pairs < sizes.categories AS missing,
+               rowed.failed, rowed.landed_at
+        FROM rowed JOIN sizes ON sizes.campaign_id = rowed.campaign_id
+    ) AS rowed_areas
+    GROUP BY campaign_id
 )
-{_PROGRESS_FROM_AREAS}"""
+SELECT chosen.id AS campaign_id, coalesce(areas.areas, 0) AS areas, coalesce(r.coming, 0) AS coming,
+       coalesce(areas.areas, 0) - coalesce(r.areas, 0) + coalesce(r.missing, 0) AS missing,
+       coalesce(areas.areas, 0) - coalesce(r.areas, 0) + coalesce(r.not_loaded, 0) AS not_loaded,
+       coalesce(r.failed, 0) AS failed, r.arrived_at
+FROM chosen
+LEFT JOIN areas ON areas.campaign_id = chosen.id
+LEFT JOIN rowed_by_campaign AS r ON r.campaign_id = chosen.id
+"""
 
 PROGRESS_COLUMNS = "campaign_id, areas, coming, missing, not_loaded, failed, arrived_at"
 
@@ -776,6 +794,10 @@ RECOUNTED = "SELECT count(*) FROM restated"
 KEEP_COVERAGE_COUNTED = "UPDATE coverage_counted SET counted_at = $counted_at, needs_through = $needs_through"
 
 COVERAGE_COUNTS = "SELECT state, pairs FROM coverage_counts"
+
+# PostgreSQL only: the rows coverage_pairs had when last analysed (-1: never), and analysing it.
+COVERAGE_PAIRS_ESTIMATE = "SELECT reltuples FROM pg_class WHERE oid = 'coverage_pairs'::regclass"
+ANALYZE_COVERAGE_PAIRS = "ANALYZE coverage_pairs"
 
 # A state's oldest pairs that have a place_imports row, through coverage_pairs_by_state, with why a failed one
 # failed.
