@@ -14,13 +14,14 @@ from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.partitions import campaign_id_of
-from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.placement import CountryLocation, ImportRun, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import SEARCH_IN_FLIGHT, search_sensor
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe",))
 SWISS = Targeting((CountryLocation("CH"),), ("cafe",))
 RELEASE = "2026-11-18.0"
+NO_PLACES = pa.Table.from_pylist([], schema=PLACES_SCHEMA)
 
 
 def search_tick(instance, resources) -> dg.SensorResult | dg.SkipReason:
@@ -98,20 +99,25 @@ def test_search_stops_waiting_after_six_hours(instance, resources):
     assert search_tick(instance, resources).run_requests == []
 
 
-def test_places_landing_after_a_search_bring_it_back(instance, resources):
-    store = resources["store"].store
+def leeds_cafes_landed(store, landed_at: datetime) -> tuple[int, ImportRun]:
+    """The Leeds campaign, and the import of its areas' cafes landed at ``landed_at`` (no places: a result too)."""
     leeds = store.add_campaign("Leeds", LEEDS)
-    now = datetime.now(UTC)
     areas = areas_for(LEEDS)
     [run] = import_runs({area: ["cafe"] for area in areas}, areas)
-    no_places = pa.Table.from_pylist([], schema=PLACES_SCHEMA)
-    store.write_import(run, RELEASE, no_places, now - timedelta(hours=1))
+    store.write_import(run, RELEASE, NO_PLACES, landed_at)
+    return leeds, run
+
+
+def test_places_landing_after_a_search_bring_it_back(instance, resources):
+    store = resources["store"].store
+    now = datetime.now(UTC)
+    leeds, run = leeds_cafes_landed(store, now - timedelta(hours=1))
     searched(store, leeds, window_started=now - timedelta(hours=1), last=now - timedelta(minutes=10))
     assert search_tick(instance, resources).run_requests == [], "nothing pending, nothing new"
 
     # Stamped a little before the last search began, committed after it looked: that search may have missed it.
     store.add_campaign_businesses(leeds, now)
-    store.write_import(run, RELEASE, no_places, now - timedelta(seconds=20))
+    store.write_import(run, RELEASE, NO_PLACES, now - timedelta(seconds=20))
 
     result = search_tick(instance, resources)
     assert batched(result) == [leeds]
@@ -182,31 +188,33 @@ def test_each_search_shows_its_account_its_plan_and_why_it_is_paused(instance, r
 
 def test_places_a_search_already_read_do_not_bring_it_back(instance, resources):
     store = resources["store"].store
-    leeds = store.add_campaign("Leeds", LEEDS)
     now = datetime.now(UTC)
-    areas = areas_for(LEEDS)
-    [run] = import_runs({area: ["cafe"] for area in areas}, areas)
-    no_places = pa.Table.from_pylist([], schema=PLACES_SCHEMA)
-    store.write_import(run, RELEASE, no_places, now - timedelta(seconds=20))
+    leeds, run = leeds_cafes_landed(store, now - timedelta(seconds=20))
     # Searched 20 seconds after the landing, and it read those places: nothing new for it to find.
     searched(store, leeds, window_started=now - timedelta(hours=1), last=now)
 
     assert search_tick(instance, resources).run_requests == [], "no search that can only find nothing"
 
-    store.write_import(run, RELEASE, no_places, now - timedelta(seconds=10))
+    store.write_import(run, RELEASE, NO_PLACES, now - timedelta(seconds=10))
     result = search_tick(instance, resources)
     assert batched(result) == [leeds], "places landed after what the search read: searched again"
     assert result.run_requests[0].tags["nakodo/why"] == "1 campaign: new places landed since the last search (1)"
 
 
-def test_a_campaign_is_searched_again_when_its_failed_areas_land_after_a_retry(instance, resources):
+def leeds_import_failed(instance, resources, reason: str, now: datetime) -> tuple[int, list[tuple[str, str]]]:
+    """The Leeds campaign, whose first import the import sensor asked for and which failed at ``now``; its pairs."""
     store = resources["store"].store
     leeds = store.add_campaign("Leeds", LEEDS)
     [request] = import_sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests
     pairs = [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
-    stamp = tags.stamp_from_tag(request.tags[tags.STAMP])
+    assert store.mark_failed(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]), now, reason) == len(pairs)
+    return leeds, pairs
+
+
+def test_a_campaign_is_searched_again_when_its_failed_areas_land_after_a_retry(instance, resources):
+    store = resources["store"].store
     now = datetime.now(UTC)
-    assert store.mark_failed(pairs, stamp, now, "file part-00003.parquet is unreadable") == len(pairs)
+    leeds, pairs = leeds_import_failed(instance, resources, "file part-00003.parquet is unreadable", now)
     searched(store, leeds, window_started=now - timedelta(hours=1), last=now)
     assert search_tick(instance, resources).run_requests == [], "a failed area is not waited on"
     [progress] = store.search_progress(datetime.now(UTC))
@@ -216,7 +224,7 @@ def test_a_campaign_is_searched_again_when_its_failed_areas_land_after_a_retry(i
     area, category = pairs[0]
     assert store.forget_failed_import(area, category, datetime.now(UTC)) is not None
     [retried] = import_runs({area: [category]}, areas_for(LEEDS))
-    store.write_import(retried, RELEASE, pa.Table.from_pylist([], schema=PLACES_SCHEMA))
+    store.write_import(retried, RELEASE, NO_PLACES)
 
     result = search_tick(instance, resources)
     assert batched(result) == [leeds]
@@ -224,12 +232,8 @@ def test_a_campaign_is_searched_again_when_its_failed_areas_land_after_a_retry(i
 
 
 def test_a_search_counts_failed_areas_as_failed_and_says_why(instance, resources):
-    store = resources["store"].store
-    leeds = store.add_campaign("Leeds", LEEDS)
-    [request] = import_sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests
-    pairs = [tuple(pair) for pair in import_payload(request.run_config)["pairs"]]
     reason = "Overture release 2026-11-18.0: file part-00003.parquet is unreadable (truncated or not Parquet)"
-    store.mark_failed(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]), datetime.now(UTC), reason)
+    leeds, pairs = leeds_import_failed(instance, resources, reason, datetime.now(UTC))
     tick = search_tick(instance, resources)
     register_partitions(instance, tick)
 
