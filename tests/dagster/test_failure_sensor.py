@@ -22,8 +22,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES
-from nakodo_dagster.definitions import defs
+from nakodo_dagster.assets.places import PLACES, places
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places
@@ -303,8 +302,12 @@ def test_a_killed_backfill_run_of_several_partitions_reads_as_failed(instance, r
     # A backfill's run of the places asset over a stretch of partitions, killed once it had marked its pairs.
     stamp = store.force_request(pairs, datetime.now(UTC))
     first, last = (str(places_partition(*pair)) for pair in (pairs[0], pairs[-1]))
+    # The job bound to this test's store, as the code location binds it to NAKODO_DATABASE's.
+    job = dg.Definitions(assets=[places], jobs=[reimport_places], resources=resources).resolve_job_def(
+        reimport_places.name
+    )
     run = instance.create_run_for_job(
-        defs.resolve_job_def(reimport_places.name),
+        job,
         asset_selection={PLACES},
         tags={
             "dagster/asset_partition_range_start": first,
