@@ -91,7 +91,6 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         self._inst_data = inst_data
         self._preload = tuple(dict.fromkeys([*DEFAULT_PRELOAD, *preload_modules]))
         self._context: ForkServerContext | None = None
-        self._workers: dict[str, multiprocessing.process.BaseProcess] = {}
         super().__init__()
 
     @property
@@ -129,19 +128,11 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
             args=(serialize_value(arguments), dict(os.environ)),
             name=f"dagster-run-{run.run_id}",
         )
+        # No handle is kept: multiprocessing forgets a finished worker at the next start, closing its descriptors.
         worker.start()
         self._instance.add_run_tags(
             run.run_id, {tags.RUN_WORKER_PID: str(worker.pid), tags.RUN_WORKER_HOST: socket.gethostname()}
         )
-        self._forget_finished_workers()
-        self._workers[run.run_id] = worker
-
-    def _forget_finished_workers(self) -> None:
-        # A finished worker's handle still holds its sentinel's file descriptor until it is closed.
-        for run_id, worker in list(self._workers.items()):
-            if not worker.is_alive():
-                worker.close()
-                del self._workers[run_id]
 
     def _worker_pid(self, run: dg.DagsterRun) -> int | None:
         """The pid of the run's worker if it was forked on this host, else None."""
