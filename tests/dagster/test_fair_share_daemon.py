@@ -22,11 +22,12 @@ from nakodo_dagster.store import open_store
 pytestmark = pytest.mark.slow
 
 PROJECT = Path(__file__).parents[2]
-# Two campaigns of twenty 25 km circles over Western Europe, each circle in a block of its own: a backlog of 40
-# block runs, 38 of them behind the campaigns' first blocks.
+# Two campaigns of forty 25 km circles over Europe, each circle in a block of its own: a backlog of 80 block runs,
+# 78 of them behind the campaigns' first blocks. Block runs take about 1.3 s of a slot: a smaller backlog is gone
+# before the sensor's next tick asks for the small account's block.
 BACKLOG = [
     Targeting(
-        tuple(PointLocation(40.9 + 2 * row, -5.1 + 2 * column, 25) for row in rows for column in range(5)), ("cafe",)
+        tuple(PointLocation(40.9 + 2 * row, -5.1 + 2 * column, 25) for row in rows for column in range(10)), ("cafe",)
     )
     for rows in (range(4), range(4, 8))
 ]
