@@ -102,9 +102,10 @@ def _median(samples: list[dict], key: str) -> float:
 
 
 def _reader_medians(case: dict, readers: Iterable[str]) -> dict[str, dict[str, float]]:
-    """Each reader's medians over a case's samples."""
+    """Each reader's medians over a case's samples; CPU time where the samples have it (earlier runs did not)."""
+    keys = ("seconds", "requests", "bytes", "peak_mb", "rows", "cpu_seconds")
     return {
-        reader: {key: _median(case[reader], key) for key in ("seconds", "requests", "bytes", "peak_mb", "rows")}
+        reader: {key: _median(case[reader], key) for key in keys if all(key in sample for sample in case[reader])}
         for reader in readers
     }
 
@@ -389,9 +390,9 @@ def _overture_lines(results: dict, summary: dict) -> list[str]:
         f"{OVERTURE_INDEX_BUILD_S:g} s: {_verdict(build['under_1_s'])}), {build['requests']:,.0f} requests, "
         f"{_mb(build['bytes'])}; samples {build_samples} s.",
         "",
-        "| read | this project | pyarrow dataset | ratio | requests | bytes | floor (row groups, bytes) | "
-        "bytes / floor | rows |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| read | this project | pyarrow dataset | ratio | CPU seconds | requests | bytes | floor (row groups, bytes) "
+        "| bytes / floor | rows |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes = []
     for name, case in overture["cases"].items():
@@ -402,7 +403,8 @@ def _overture_lines(results: dict, summary: dict) -> list[str]:
         }
         lines.append(
             f"| {case['title']} | {index['seconds']:.2f} s | {pyarrow['seconds']:.2f} s | "
-            f"{read['ratios']['pyarrow_over_index_time']:.1f}x | {index['requests']:,.0f} (pyarrow "
+            f"{read['ratios']['pyarrow_over_index_time']:.1f}x | {_cpu(index)} (pyarrow {_cpu(pyarrow)}) | "
+            f"{index['requests']:,.0f} (pyarrow "
             f"{pyarrow['requests']:,.0f}) | {_mb(index['bytes'])} (pyarrow {_mb(pyarrow['bytes'])}) | "
             f"{case['floor_row_groups']:,}, {_mb(case['floor_bytes'])} | "
             f"{read['ratios']['index_bytes_over_floor']:.2f}x | {index['rows']:,.0f} |"
@@ -424,6 +426,10 @@ def _overture_lines(results: dict, summary: dict) -> list[str]:
             "",
         ]
     return [*lines, "", *notes]
+
+
+def _cpu(reader: dict) -> str:
+    return f"{reader['cpu_seconds']:.2f}" if "cpu_seconds" in reader else "-"
 
 
 def _tick_time(figures: dict | None) -> str:

@@ -49,7 +49,6 @@ from typing import Any, TypeVar
 import numpy as np
 import obstore
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from obstore.exceptions import NotFoundError, PreconditionError
 from obstore.store import LocalStore, S3Store
@@ -252,6 +251,8 @@ class ReleaseIndex:
 
     path: Path
     row_groups: pa.Table
+    # Each index row's file, as its number in ``files``.
+    file_numbers: np.ndarray
     files: tuple[str, ...]
     sizes: tuple[int, ...]
     versions: tuple[str, ...]
@@ -278,7 +279,7 @@ class ReleaseIndex:
 
     def groups(self, rows: np.ndarray) -> dict[int, list[int]]:
         """The given index rows as file number -> row group numbers, in file order."""
-        numbers = self.row_groups.column("file_number").to_numpy()[rows]
+        numbers = self.file_numbers[rows]
         row_groups = self.row_groups.column("row_group").to_numpy()[rows]
         groups: dict[int, list[int]] = {}
         for file_number, row_group in sorted(zip(numbers.tolist(), row_groups.tolist(), strict=True)):
@@ -290,21 +291,20 @@ class ReleaseIndex:
         found = []
         for file_number, row_groups in self.groups(rows).items():
             # One index row group per release file: only the touched files' chunk lists are decoded.
-            chunk_lists = self._stored.read_row_group(file_number, columns=["chunks"]).column("chunks").combine_chunks()
-            wanted_lists = chunk_lists.take(pa.array(row_groups))
-            chunks = pc.list_flatten(wanted_lists)
-            names = chunks.field("column")
-            leaves = pc.unique(names).to_pylist()
-            keep = pc.is_in(names, value_set=pa.array([leaf for leaf in leaves if columns(leaf)], pa.string()))
-            owners = np.asarray(row_groups)[pc.list_parent_indices(wanted_lists).to_numpy()]
-            keep_mask = keep.to_numpy(zero_copy_only=False)
-            offsets = chunks.field("offset").to_numpy()[keep_mask]
-            lengths = chunks.field("length").to_numpy()[keep_mask]
+            lists = self._stored.read_row_group(file_number, columns=["chunks"]).column("chunks").combine_chunks()
+            starts = lists.offsets.to_numpy()
+            # Every row group of a file lists the same leaves in the same order (_file_rows): the wanted ones are
+            # found once, by their place in the first list.
+            leaves = lists.values.field("column").slice(0, int(starts[1] - starts[0])).to_pylist()
+            wanted = np.flatnonzero([columns(leaf) for leaf in leaves])
+            groups = np.asarray(row_groups)
+            positions = (starts[groups][:, None] + wanted[None, :]).ravel()
+            offsets = lists.values.field("offset").to_numpy()[positions]
+            lengths = lists.values.field("length").to_numpy()[positions]
+            owners = np.repeat(groups, len(wanted))
             found += [
                 (file_number, row_group, offset, length)
-                for row_group, offset, length in zip(
-                    owners[keep_mask].tolist(), offsets.tolist(), lengths.tolist(), strict=True
-                )
+                for row_group, offset, length in zip(owners.tolist(), offsets.tolist(), lengths.tolist(), strict=True)
             ]
         return found
 
@@ -344,16 +344,21 @@ def load_index(path: Path) -> ReleaseIndex | None:
     if (file.schema_arrow.metadata or {}).get(b"nakodo_index_version") != INDEX_VERSION.encode():
         return None
     row_groups = file.read(columns=[name for name in _INDEX_SCHEMA.names if name not in ("chunks", "footer")])
-    # Row group 0 of each file, in file order: one index row group per file.
-    firsts = row_groups.filter(pc.equal(row_groups.column("row_group"), 0))
     sizes = [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)]
-    file_numbers = np.repeat(np.arange(len(sizes)), sizes)
+    # Row group 0 of each file, in file order: one index row group per file.
+    firsts = np.cumsum([0, *sizes[:-1]]).tolist()
+
+    def per_file(name: str) -> tuple:
+        values = row_groups.column(name).to_pylist()
+        return tuple(values[first] for first in firsts)
+
     return ReleaseIndex(
         path,
-        row_groups.append_column("file_number", pa.array(file_numbers)),
-        tuple(firsts.column("file").to_pylist()),
-        tuple(firsts.column("file_size").to_pylist()),
-        tuple(firsts.column("file_version").to_pylist()),
+        row_groups,
+        np.repeat(np.arange(len(sizes)), sizes),
+        per_file("file"),
+        per_file("file_size"),
+        per_file("file_version"),
     )
 
 
