@@ -83,7 +83,7 @@ class LatencyProxy:
                     return
                 request_line, *header_lines = head.decode("latin-1").split("\r\n")[:-2]
                 method, path, _ = request_line.split(" ", 2)
-                headers = dict(line.split(": ", 1) for line in header_lines)
+                headers = {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in header_lines)}
                 lower = {key.lower(): value for key, value in headers.items()}
                 body = await reader.readexactly(int(lower.get("content-length", 0)))
                 status, reply, payload = await self._answer(method, path, headers, lower, body)
