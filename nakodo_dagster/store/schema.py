@@ -284,9 +284,10 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         (
             # campaign_businesses again, without its foreign key, whose trigger checked the campaign once per row a
             # search added (2.4 s of a 7.0 s first search adding 644,095 businesses on PostgreSQL), and on DuckDB
-            # without its primary key, whose index cost 0.6 to 1.2 s of that search's commit (0.01 s without). Neither guarded anything a search relies on: campaigns are never deleted, a search reads its
-            # campaign in the transaction that adds its businesses, and searches of one campaign take turns, each
-            # leaving out what the campaign holds (sql.add_found_businesses). PostgreSQL gets its primary key back
+            # without its primary key, whose index cost 0.6 to 1.2 s of that search's commit (0.01 s without).
+            # Neither guarded anything a search relies on: campaigns are never deleted, a search reads its campaign
+            # in the transaction that adds its businesses, and searches of one campaign take turns, each leaving
+            # out what the campaign holds (sql.add_found_businesses). PostgreSQL gets its primary key back
             # (POSTGRES_MIGRATIONS): its later searches look up each new place there. A table rebuilt, since DuckDB
             # drops no constraint; sorted by campaign, so that DuckDB's zone maps find each campaign's rows.
             """
