@@ -258,6 +258,8 @@ class Store(ABC):
     _SEARCH_SETUP: tuple[str, ...] = ()
     # The collation clause under which place ids sort fastest (sql.add_found_businesses).
     _BYTE_ORDER = ""
+    # Statements this backend alone runs after a migration's own, by version.
+    _MIGRATIONS_OF_ITS_OWN: Mapping[int, tuple[str, ...]] = {}
 
     @abstractmethod
     def _transact(self, work: Callable[[Transaction], T]) -> T:
@@ -278,7 +280,7 @@ class Store(ABC):
             [(reached,)] = tx.rows(sql.SCHEMA_VERSION)
             for version, statements in MIGRATIONS:
                 if version > reached:
-                    for statement in statements:
+                    for statement in (*statements, *self._MIGRATIONS_OF_ITS_OWN.get(version, ())):
                         tx.run(statement)
                     tx.run(
                         "INSERT INTO schema_migrations (version, applied_at) VALUES ($version, $now)",

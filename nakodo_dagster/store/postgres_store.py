@@ -15,6 +15,7 @@ import pyarrow.csv
 
 from nakodo_dagster.store import sql
 from nakodo_dagster.store.base import Store, T, Transaction
+from nakodo_dagster.store.schema import POSTGRES_MIGRATIONS
 
 # A tick joins every campaign's pairs with place_imports: with the server's default 4 MB per sort or hash, that
 # join of a few hundred thousand rows spills to disk and takes twice as long, and JIT compiling it costs
@@ -86,6 +87,7 @@ class PostgresStore(Store):
     _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", "SET LOCAL work_mem = '256MB'")
     # Text under a libc collation sorts by strcoll and without abbreviated keys; under "C", by its bytes.
     _BYTE_ORDER = ' COLLATE "C"'
+    _MIGRATIONS_OF_ITS_OWN = POSTGRES_MIGRATIONS
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -426,7 +426,7 @@ def add_found_businesses(points: int, byte_order: str, holds: bool) -> str:
     skipped by the anti-join. Unordered: results are sorted when read, and sorting them here cost a second.
     ``byte_order`` is the collation clause that makes the window's sort on place ids compare bytes (equal ids are
     equal bytes in either collation, so the choice is the same). Without ``holds`` (the campaign has no business
-    yet) the anti-join with what it holds is left out: a first search would probe the primary key once per place.
+    yet) the anti-join with what it holds is left out: a first search would look up every place in vain.
     """
     held = """
     AND NOT EXISTS (

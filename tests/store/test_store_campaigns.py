@@ -25,7 +25,9 @@ from nakodo_dagster.placement import (
     cell_containing,
     import_runs,
 )
-from nakodo_dagster.store import targeting_from_json, targeting_to_json
+from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import open_store, targeting_from_json, targeting_to_json
+from nakodo_dagster.store.schema import MIGRATIONS
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10), PointLocation(53.70, -1.40, 5)), ("cafe", "bakery"))
 LUXEMBOURG = Targeting((CountryLocation("LU"), PointLocation(49.61, 6.13, 5)), ("cafe",))
@@ -318,3 +320,35 @@ def test_search_progress_agrees_with_import_needs_on_every_boundary(store, seed)
         assert got.not_loaded == expected.not_loaded
         assert got.arrived_at == expected.needs.arrived_at
     assert [p.campaign_id for p in store.search_progress(NOW, [paused])] == [paused]
+
+
+def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url, monkeypatch):
+    store = open_store(database_url)
+    with monkeypatch.context() as before:
+        before.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] < 9))
+        store.migrate()
+    assert store.schema_version() == 8
+    rng = random.Random(9)
+    _load(store, LEEDS, _random_places(rng, 600, "p"))
+    campaigns = [store.add_campaign(name, LEEDS) for name in ("Leeds", "Leeds again")]
+    for campaign in campaigns:
+        store.add_campaign_businesses(campaign, NOW)
+    held = [store.campaign_results(campaign) for campaign in campaigns]
+
+    store.migrate()
+
+    assert store.schema_version() == MIGRATIONS[-1][0] == 9
+    assert [store.campaign_results(campaign) for campaign in campaigns] == held
+    # The search goes on from what each campaign holds: only the places landed since, each once.
+    new_rows = _random_places(rng, 300, "q")
+    _load(store, LEEDS, new_rows, now=NOW + timedelta(hours=1))
+    added, total = store.add_campaign_businesses(campaigns[0], NOW + timedelta(hours=1))
+    results = store.campaign_results(campaigns[0])
+    assert 0 < added == total - len(held[0]) and total == len(results) == len({r["id"] for r in results})
+    new_expected, new_unclear = _expected(new_rows, LEEDS)
+    later = {r["id"] for r in results} - {r["id"] for r in held[0]}
+    assert later - new_unclear == set(new_expected) - new_unclear
+    assert store.campaign_results(campaigns[1]) == held[1]
+    if database_url.startswith("postgresql"):
+        [(index,)] = query(store, "SELECT indexdef FROM pg_indexes WHERE tablename = 'campaign_businesses'")
+        assert "UNIQUE INDEX" in index and "(campaign_id, place_id)" in index
