@@ -321,7 +321,8 @@ def _search_lines(results: dict, summary: dict) -> list[str]:
     lines = [
         f"## (d) A campaign's search over loaded places, both backends (measured {_when(results, 'search')})",
         "",
-        f"{some['places_loaded']:,} places loaded in {some['areas']} cells through `Store.write_import` (on "
+        f"{some['places_loaded']:,} places with Overture's random UUID ids loaded in {some['areas']} cells through "
+        "`Store.write_import` (on "
         "PostgreSQL then analysed, as autovacuum does within a minute of such a load); "
         f"{len(some['first_search_samples_s'])} campaigns of 200 km with 5 categories, each searched through the "
         "store's incremental search (`Store.add_campaign_businesses`) twice: first, when all of it is new, then with "
@@ -353,10 +354,10 @@ def _search_lines(results: dict, summary: dict) -> list[str]:
             notes += [
                 f"{name}: the first search missed by {search['first_search_s'] / FIRST_SEARCH_TARGET_S:.2f}x. The "
                 f"search after a change of targeting reads and measures everything and inserts nothing, in "
-                f"{_seconds(search['rescan_s'])} (every loaded place of the campaign's pairs, its haversine distance, "
-                "a window over place ids to keep each business once); it also looks up each of the "
-                f"{search['first_search_added']:,} businesses the campaign holds (the anti-join a first search leaves "
-                "out), so it does not split the first search into reading and writing.",
+                f"{_seconds(search['rescan_s'])}: every loaded place of the campaign's pairs and its haversine "
+                f"distance, then a look-up among the {search['first_search_added']:,} businesses the campaign holds "
+                "(the anti-join a first search leaves out), which finds them all, so nothing is kept once or "
+                "inserted. It does not split the first search into reading and writing.",
                 "",
             ]
         if not targets["nothing_new_under_50_ms"]:

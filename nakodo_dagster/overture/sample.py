@@ -395,7 +395,7 @@ class _Places:
         phone = pc.binary_join_element_wise("+", dial, pa.array(self.phone[rows]).cast(pa.string()), "")
         confidence = self.confidence[rows]
         columns = {
-            "id": _uuid_strings(self.id_words[rows]),
+            "id": uuid_strings(self.id_words[rows]),
             "geometry": _wkb_points(lng, lat),
             "bbox": pa.StructArray.from_arrays([lng, lng, lat, lat], fields=list(_BBOX_TYPE)),
             "version": pa.array(self.version[rows], pa.int32()),
@@ -504,7 +504,7 @@ def _wkb_points(lng: np.ndarray, lat: np.ndarray) -> pa.Array:
 _HEX = np.frombuffer(b"0123456789abcdef", dtype="S1")
 
 
-def _uuid_strings(words: np.ndarray) -> pa.Array:
+def uuid_strings(words: np.ndarray) -> pa.Array:
     """Version-4-shaped UUID strings from pairs of random 64-bit words, built without a Python loop."""
     octets = words.astype(">u8").view(np.uint8).reshape(len(words), 16)
     digits = np.stack([_HEX[octets >> 4], _HEX[octets & 15]], axis=2).reshape(len(words), 32)
@@ -513,7 +513,7 @@ def _uuid_strings(words: np.ndarray) -> pa.Array:
 
 
 def _uuid(high: np.uint64, low: np.uint64) -> str:
-    return _uuid_strings(np.array([[high, low]], dtype=np.uint64))[0].as_py()
+    return uuid_strings(np.array([[high, low]], dtype=np.uint64))[0].as_py()
 
 
 def _hilbert(lng: np.ndarray, lat: np.ndarray, order: int = 16) -> np.ndarray:

@@ -256,8 +256,8 @@ class Store(ABC):
     # Run first in a campaign's search ($campaign_id): where two searches of one campaign can overlap, they take
     # turns, so that the second sees what the first added and inserts no business twice.
     _SEARCH_SETUP: tuple[str, ...] = ()
-    # The collation clause under which place ids sort fastest (sql.add_found_businesses).
-    _BYTE_ORDER = ""
+    # How a search keeps one row per place (sql.add_found_businesses).
+    _FIRST_PER_PLACE = sql.FIRST_BY_WINDOW
     # Statements this backend alone runs after a migration's own, by version.
     _MIGRATIONS_OF_ITS_OWN: Mapping[int, tuple[str, ...]] = {}
 
@@ -871,18 +871,18 @@ class Store(ABC):
         self, tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime, holds: bool
     ) -> int:
         points = [loc for loc in targeting.locations if isinstance(loc, PointLocation)]
-        point_params = {
-            f"{name}_{i}": value
-            for i, point in enumerate(points)
-            for name, value in (("lat", point.lat), ("lng", point.lng), ("radius", float(point.radius_km)))
-        }
+        countries = [loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)]
+        point_params: dict[str, float] = {}
+        for number, point in enumerate(points):
+            point_params |= sql.point_parameters(number, point.lat, point.lng, float(point.radius_km))
         return tx.written(
-            sql.add_found_businesses(len(points), self._BYTE_ORDER, holds),
+            sql.add_found_businesses(len(points), bool(countries), holds, self._FIRST_PER_PLACE),
             **point_params,
-            areas=[area for area, *_ in pairs],
-            categories=[category for _, category, *_ in pairs],
-            ranks=[rank for _, _, rank, *_ in pairs],
-            countries=[loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)],
+            areas=[area for area, _, _ in pairs],
+            categories=[category for _, category, _ in pairs],
+            # The order campaign_categories ranks them in (_keep_campaign_needs).
+            categories_by_rank=list(dict.fromkeys(targeting.categories)),
+            countries=countries,
             campaign_id=campaign_id,
             now=now,
         )

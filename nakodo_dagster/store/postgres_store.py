@@ -85,8 +85,7 @@ class PostgresStore(Store):
     # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit. The window's
     # sort of a first search (600,000 places) fits in memory instead of spilling to disk.
     _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", "SET LOCAL work_mem = '256MB'")
-    # Text under a libc collation sorts by strcoll and without abbreviated keys; under "C", by its bytes.
-    _BYTE_ORDER = ' COLLATE "C"'
+    _FIRST_PER_PLACE = sql.FIRST_BY_DISTINCT_ON
     _MIGRATIONS_OF_ITS_OWN = POSTGRES_MIGRATIONS
 
     def __init__(self, url: str) -> None:

@@ -314,6 +314,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE campaign_businesses_9 RENAME TO campaign_businesses",
         ),
     ),
+    # PostgreSQL's alone (POSTGRES_MIGRATIONS).
+    (10, ()),
 )
 
 # Statements PostgreSQL alone runs after a version's own.
@@ -322,4 +324,8 @@ POSTGRES_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # read every business of the campaign per place. DuckDB joins by hash instead and reads a campaign's rows
     # through its zone maps.
     9: ("ALTER TABLE campaign_businesses ADD PRIMARY KEY (campaign_id, place_id)",),
+    # Place ids under "C": the key compares bytes instead of calling strcoll, and a search, which adds in the order
+    # of its sort by id in bytes (sql.FIRST_BY_DISTINCT_ON), appends to it rather than inserting all over it under
+    # a language's collation. A first search of 644,095 businesses: the key cost 0.3 s instead of 0.6 to 0.9 s.
+    10: ('ALTER TABLE campaign_businesses ALTER COLUMN place_id TYPE TEXT COLLATE "C"',),
 }

@@ -30,6 +30,8 @@ from nakodo_dagster.store import open_store, targeting_from_json, targeting_to_j
 from nakodo_dagster.store.schema import MIGRATIONS
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10), PointLocation(53.70, -1.40, 5)), ("cafe", "bakery"))
+# One point and no country: a search measures each place once (sql.add_found_businesses).
+LEEDS_CENTRE = Targeting(LEEDS.locations[:1], LEEDS.categories)
 LUXEMBOURG = Targeting((CountryLocation("LU"), PointLocation(49.61, 6.13, 5)), ("cafe",))
 # Haversine on a sphere and the WGS84 geodesic differ by up to about 0.5 %: too close to call at the edge.
 EDGE = 0.006
@@ -121,14 +123,15 @@ def test_targeting_json_is_checked_like_user_input():
         )
 
 
-def test_businesses_match_an_independent_geodesic_computation(store):
+@pytest.mark.parametrize("targeting", [LEEDS, LEEDS_CENTRE], ids=["two points", "one point"])
+def test_businesses_match_an_independent_geodesic_computation(store, targeting):
     rng = random.Random(53)
     rows = _random_places(rng, 1500, "p")
-    _load(store, LEEDS, rows)
-    campaign = store.add_campaign("Leeds", LEEDS)
+    _load(store, targeting, rows)
+    campaign = store.add_campaign("Leeds", targeting)
     added, total = store.add_campaign_businesses(campaign, NOW)
     results = store.campaign_results(campaign)
-    expected, unclear = _expected(rows, LEEDS)
+    expected, unclear = _expected(rows, targeting)
     assert added == total == len(results) > 100
     got = {r["id"]: r for r in results}
     assert set(got) - unclear == set(expected) - unclear
@@ -158,8 +161,8 @@ def test_businesses_match_an_independent_geodesic_computation(store):
 
     # New places land later: only they are added. Re-importing without the old ones keeps the snapshot.
     new_rows = _random_places(rng, 300, "q")
-    _load(store, LEEDS, new_rows, now=NOW + timedelta(hours=1))
-    new_expected, new_unclear = _expected(new_rows, LEEDS)
+    _load(store, targeting, new_rows, now=NOW + timedelta(hours=1))
+    new_expected, new_unclear = _expected(new_rows, targeting)
     added_later, total_later = store.add_campaign_businesses(campaign, NOW + timedelta(hours=1))
     assert total_later == total + added_later
     later_ids = {r["id"] for r in store.campaign_results(campaign)} - set(got)
@@ -337,7 +340,7 @@ def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url,
 
     store.migrate()
 
-    assert store.schema_version() == MIGRATIONS[-1][0] == 9
+    assert store.schema_version() == MIGRATIONS[-1][0] == 10
     assert [store.campaign_results(campaign) for campaign in campaigns] == held
     # The search goes on from what each campaign holds: only the places landed since, each once.
     new_rows = _random_places(rng, 300, "q")
