@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from multiprocessing.context import ForkServerContext
 from typing import Any, Self
@@ -37,6 +38,8 @@ from nakodo_dagster import tags
 # of ours imports: pyarrow and DuckDB import it (0.16 s) the first time they take in Python values or an Arrow table,
 # as an import run's query over the fetched row groups does.
 DEFAULT_PRELOAD = ("dagster._cli.api", "sqlalchemy", "alembic.command", "pyarrow.parquet", "duckdb", "pandas")
+# How long a worker asked to stop has to end its run before it is killed: taking back its marks takes a moment.
+KILL_GRACE_SECONDS = 60.0
 
 
 def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
@@ -156,12 +159,20 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
                 cls=self.__class__,
             )
             return False
+        started = _start_time(pid)
         # The worker handles SIGTERM as an interrupt: the step stops, its marks are taken back, the run ends
         # CANCELED.
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             return False
+        if started is not None:
+            # A worker stuck where Python never gets control back (a loop inside a library's native code) sees no
+            # interrupt: it is killed, so that it gives back its CPU and memory. Only the same process, not one
+            # that took its pid since.
+            killer = threading.Timer(KILL_GRACE_SECONDS, _kill_if_still_running, (pid, started))
+            killer.daemon = True
+            killer.start()
         return True
 
     @property
@@ -188,8 +199,27 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A process that exited but is not reaped yet still answers the signal; Linux says so in its state.
+    stat = _stat(pid)
+    return stat[0] != "Z" if stat else not os.path.isdir("/proc")
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the process's name, from its state on; None if there is none."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return stat.read().rsplit(")", 1)[1].split()
     except FileNotFoundError:
-        return not os.path.isdir("/proc")
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    """When the process started, in clock ticks since boot (field 22 of its stat): with the pid, which process."""
+    stat = _stat(pid)
+    return stat[19] if stat else None
+
+
+def _kill_if_still_running(pid: int, started: str) -> None:
+    stat = _stat(pid)
+    if stat and stat[19] == started and stat[0] != "Z":
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -466,6 +466,10 @@ MIN_PACE_SAMPLES = 5
 # what lets a new campaign's first block overtake a backlog: an hours-long queue would be served first come,
 # first served. IMPORT_HOURS stays the safety net for a lost run, not the length of the queue.
 IMPORT_QUEUE_MINUTES = 10
+# An import run still running after this is stuck, not slow (a block takes seconds, the largest country minutes):
+# Dagster's run monitoring fails it and its worker is stopped, so that it frees its import slot instead of holding
+# one of the two for good, and its pairs are remembered as failed.
+IMPORT_MAX_RUNTIME_MINUTES = 60
 
 
 def import_pace(busy_gaps_seconds: Sequence[float]) -> float:

@@ -21,6 +21,8 @@ CAMPAIGN = "nakodo/campaign"
 WHY = "nakodo/why"
 # Dagster's own tag on a run of one partition.
 PARTITION = "dagster/partition"
+# Dagster's run monitoring fails a run still running this many seconds after it started.
+MAX_RUNTIME = "dagster/max_runtime"
 # Dagster's queue starts runs of a higher priority first (placement.FIRST_BLOCK_PRIORITY).
 PRIORITY = "dagster/priority"
 # Where an import run stood in line when it was admitted: a campaign's first block, or the backlog.

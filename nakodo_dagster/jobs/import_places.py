@@ -14,7 +14,7 @@ from nakodo_dagster.assets.places import (
     run_stamp,
 )
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
-from nakodo_dagster.placement import ImportRun
+from nakodo_dagster.placement import IMPORT_MAX_RUNTIME_MINUTES, ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.words import plural
 
@@ -48,7 +48,7 @@ def import_block(
 
 
 @dg.job(
-    tags={tags.KIND: tags.IMPORT_KIND},
+    tags={tags.KIND: tags.IMPORT_KIND, tags.MAX_RUNTIME: str(IMPORT_MAX_RUNTIME_MINUTES * 60)},
     executor_def=dg.in_process_executor,
     description="Import one block of cells or one country into places.",
 )

@@ -3,6 +3,7 @@ project's code as it is now, can be cancelled from any process on the host, and 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -14,7 +15,9 @@ import pytest
 import yaml
 from dagster._core.definitions.reconstruct import ReconstructableJob
 from dagster._core.launcher import WorkerStatus
+from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
+from nakodo_dagster import launcher as launcher_module
 from nakodo_dagster import tags
 from nakodo_dagster.launcher import ForkserverRunLauncher
 
@@ -23,6 +26,7 @@ DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.
 # project's definitions.
 JOBS = """
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -45,9 +49,22 @@ def wait() -> None:
         raise
 
 
+@dg.op
+def stubborn() -> None:
+    # As a loop inside a library's native code would: no interrupt reaches Python.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Path(os.environ["LAUNCHER_TEST_OUT"]).write_text("ignoring interrupts")
+    time.sleep(120)
+
+
 @dg.job(executor_def=dg.in_process_executor)
 def answer_job():
     answer()
+
+
+@dg.job(executor_def=dg.in_process_executor)
+def stubborn_job():
+    stubborn()
 
 
 @dg.job(executor_def=dg.in_process_executor)
@@ -77,9 +94,9 @@ def _write_jobs(folder: Path, answer: str) -> Path:
     return path
 
 
-def _launch(instance: dg.DagsterInstance, path: Path, job_name: str) -> str:
+def _launch(instance: dg.DagsterInstance, path: Path, job_name: str, run_tags: dict[str, str] | None = None) -> str:
     recon = ReconstructableJob.for_file(str(path), job_name)
-    run = instance.create_run_for_job(recon.get_definition(), job_code_origin=recon.get_python_origin())
+    run = instance.create_run_for_job(recon.get_definition(), job_code_origin=recon.get_python_origin(), tags=run_tags)
     instance.launch_run(run.run_id, workspace=None)  # type: ignore[arg-type]
     return run.run_id
 
@@ -131,6 +148,41 @@ def test_cancelling_a_run_interrupts_its_step_and_ends_it_canceled(instance, tmp
     run = _wait_for(instance, run_id, _FINISHED)
     assert run.status == dg.DagsterRunStatus.CANCELED
     assert (tmp_path / "out.txt").read_text() == "interrupted"
+
+
+def _wait_for_text(path: Path, text: str) -> None:
+    deadline = time.monotonic() + 30
+    while not (path.exists() and path.read_text() == text):
+        assert time.monotonic() < deadline, f"the step never wrote {text!r}"
+        time.sleep(0.1)
+
+
+def test_run_monitoring_fails_a_run_past_its_max_runtime_and_interrupts_its_step(instance, tmp_path):
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "wait_job", {tags.MAX_RUNTIME: "1"})
+    _wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    deadline = time.monotonic() + 30
+    while not instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records:
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.1)
+    time.sleep(1.5)
+    # What the daemon's run monitoring does on each look at a started run, after checking its worker.
+    check_run_timeout(instance, instance.get_run_record_by_id(run_id), logging.getLogger(__name__), 0)
+    assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+    _wait_for_text(tmp_path / "out.txt", "interrupted")
+
+
+def test_a_worker_that_ignores_its_interrupt_is_killed(instance, tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher_module, "KILL_GRACE_SECONDS", 1.0)
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "stubborn_job")
+    run = _wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    _wait_for_text(tmp_path / "out.txt", "ignoring interrupts")
+    assert instance.run_launcher.terminate(run_id)
+    time.sleep(0.5)
+    assert instance.run_launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
+    deadline = time.monotonic() + 30
+    while (health := instance.run_launcher.check_run_worker_health(run)).status != WorkerStatus.FAILED:
+        assert time.monotonic() < deadline, f"the worker still reads as {health.status} after its grace"
+        time.sleep(0.1)
 
 
 def test_run_monitoring_sees_a_worker_that_died(instance, tmp_path):
