@@ -2,7 +2,7 @@
 
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
@@ -129,20 +129,26 @@ def import_or_release_marks(
     overture: OvertureResource,
     stamp: datetime | None,
     release: str | None = None,
+    overrun: tuple[datetime, str] | None = None,
 ) -> ImportOutcome:
     """Import the run. If it fails, its own marks (``stamp``) read as failed at once, so no campaign waits six
     hours on it; if it is cancelled or interrupted, they are taken back, since it never tried to the end.
 
     ``stamp`` is None for a run launched without one (by hand from the launchpad): it holds no marks. Without
     ``release``, the release is looked up here, so that a root or release that cannot be read fails the pairs
-    like any other failed read.
+    like any other failed read. ``overrun`` is when the run passes its maximum runtime and why that fails it: an
+    interrupt from then on is run monitoring stopping a stuck run, and its marks read as failed, since asking for
+    the pairs again at once would hold an import slot as long again.
     """
     try:
         release = release or overture.current_release()
         return execute_import(run, store, overture, release, stamp)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         if stamp is not None:
-            store.take_back(run.pairs, stamp)
+            if overrun is not None and datetime.now(UTC) >= overrun[0]:
+                store.mark_failed(run.pairs, stamp, datetime.now(UTC), overrun[1])
+            else:
+                store.take_back(run.pairs, stamp)
         raise
     except Exception as exc:
         failure = import_failure(run, release, exc)
@@ -182,6 +188,22 @@ def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.
 def failure_headline(failure: dg.Failure) -> str:
     """A step failure's first line: what failed, in plain words, kept with its pairs as their reason."""
     return (failure.description or "the import failed").splitlines()[0]
+
+
+def run_overrun(context: dg.OpExecutionContext) -> tuple[datetime, str] | None:
+    """When the op's run passes its maximum runtime (its MAX_RUNTIME tag, from when it started) and the reason its
+    pairs then fail for; None for a run without one, or with one Dagster's run monitoring cannot read either."""
+    try:
+        seconds = float(context.run.tags[tags.MAX_RUNTIME])
+    except (KeyError, ValueError):
+        return None
+    record = context.instance.get_run_record_by_id(context.run_id)
+    if record is None or record.start_time is None:
+        return None
+    return (
+        datetime.fromtimestamp(record.start_time, UTC) + timedelta(seconds=seconds),
+        f"the import did not finish within {seconds / 60:g} minutes of starting and was stopped as stuck",
+    )
 
 
 def run_stamp(run: dg.DagsterRun) -> datetime | None:

@@ -11,6 +11,7 @@ from nakodo_dagster.assets.places import (
     import_events,
     import_or_release_marks,
     replaced_marks_warning,
+    run_overrun,
     run_stamp,
 )
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG
@@ -36,7 +37,7 @@ def import_block(
     """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
     run = ImportRun.from_payload(config.model_dump())
     context.log.info(f"Reading {plural(len(run.pairs), 'pair')} in box {run.bbox}")
-    outcome = import_or_release_marks(run, store.store, overture, run_stamp(context.run))
+    outcome = import_or_release_marks(run, store.store, overture, run_stamp(context.run), overrun=run_overrun(context))
     context.log.info(
         f"Wrote {plural(sum(p.rows for p in outcome.pairs), 'place')} from release {outcome.release} "
         f"in {outcome.seconds:.1f} s"

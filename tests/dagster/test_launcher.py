@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +20,7 @@ from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
 from nakodo_dagster import launcher as launcher_module
 from nakodo_dagster import tags
+from nakodo_dagster.assets.places import run_overrun
 from nakodo_dagster.launcher import ForkserverRunLauncher
 
 DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.yaml"
@@ -218,3 +220,26 @@ def test_a_worker_keeps_its_event_log_files_open_while_it_writes(instance, tmp_p
     assert {str(folder / "index.db"), str(folder / f"{run_id}.db")} <= open_files
     instance.run_launcher.terminate(run_id)
     _wait_for(instance, run_id, _FINISHED)
+
+
+@pytest.mark.parametrize(("limit", "deadline_after_start"), [("90", timedelta(seconds=90)), (None, None)])
+def test_an_import_knows_when_its_run_passes_its_max_runtime(limit, deadline_after_start):
+    seen = []
+
+    @dg.op
+    def look(context) -> None:
+        seen.append(run_overrun(context))
+
+    @dg.job(tags={tags.MAX_RUNTIME: limit} if limit else {})
+    def timed():
+        look()
+
+    with dg.instance_for_test() as instance:
+        result = timed.execute_in_process(instance=instance)
+        started = datetime.fromtimestamp(instance.get_run_record_by_id(result.run_id).start_time, UTC)
+    if deadline_after_start is None:
+        assert seen == [None]
+    else:
+        [(deadline, reason)] = seen
+        assert deadline == started + deadline_after_start
+        assert "within 1.5 minutes of starting" in reason

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -13,8 +14,10 @@ import pytest
 from fault_helpers import changed_places, stored_places
 from overture_helpers import CURRENT as RELEASE
 
+from nakodo_dagster.assets.places import import_or_release_marks
 from nakodo_dagster.overture.reader import read_places
-from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.resources import OvertureResource
 from nakodo_dagster.store import StoreLocked, open_store
 
 pytestmark = pytest.mark.faults
@@ -79,3 +82,38 @@ def test_a_holder_that_outlasts_the_timeout_is_a_clear_error_and_its_death_harms
     assert _campaign_names(duckdb_url) == [], "the dead holder's uncommitted campaign is not there"
     assert not changed_places(before, stored_places(store, list(run.pairs))), "the refused import wrote nothing"
     assert store.add_campaign("Leeds", LEEDS) > 0, "and the file takes writes again"
+
+
+@pytest.mark.parametrize("past_max_runtime", [True, False], ids=["past its max runtime", "cancelled before it"])
+def test_an_import_stopped_past_its_max_runtime_fails_its_pairs_and_a_cancelled_one_frees_them(
+    loaded, duckdb_url, release_root, workers, past_max_runtime
+):
+    store, run, _ = loaded
+    stamp = store.force_request(run.pairs, datetime.now(UTC))
+    # The import reads, then waits on the file to write: it is stopped there, as run monitoring stops a stuck run.
+    holder = workers.start("hold", {"path": duckdb_url})
+    workers.go(holder)
+    assert holder.stdout.readline().strip() == "holding"
+    now = datetime.now(UTC)
+    overrun = (now - timedelta(seconds=1) if past_max_runtime else now + timedelta(hours=1), "stopped as stuck")
+
+    def stop() -> None:
+        time.sleep(1.0)
+        # Dagster turns the SIGTERM a run's worker gets into this interrupt.
+        os.kill(os.getpid(), signal.SIGINT)
+        holder.stdin.write("commit\n")
+        holder.stdin.flush()
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    with pytest.raises(KeyboardInterrupt):
+        import_or_release_marks(run, store, OvertureResource(root=release_root), stamp, RELEASE, overrun)
+    stopper.join()
+
+    pairs = store.import_rows({area for area, _ in run.pairs}, {category for _, category in run.pairs})
+    marked = {(r.area, r.category): r.failure for r in pairs if r.release == REQUESTED and r.imported_at >= stamp}
+    if past_max_runtime:
+        # Failed: not asked for again for a week, where asking at once would hold an import slot as long again.
+        assert marked == dict.fromkeys(run.pairs, "stopped as stuck")
+    else:
+        assert marked == {}, "a cancelled import's marks are taken back: the next tick asks again"
