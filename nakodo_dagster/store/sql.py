@@ -425,7 +425,7 @@ def point_parameters(point: int, lat: float, lng: float, radius_km: float) -> di
         f"lat_{point}": lat,
         f"lng_{point}": lng,
         f"cos_lat_{point}": math.cos(math.radians(lat)),
-        f"reach_{point}": math.sin(min(radius_km / (2 * EARTH_RADIUS_KM), math.pi / 2)) ** 2,
+        f"reach_{point}": math.sin(radius_km / (2 * EARTH_RADIUS_KM)) ** 2,
     }
 
 
