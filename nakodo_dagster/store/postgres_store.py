@@ -82,8 +82,8 @@ class PostgresStore(Store):
 
     # Two first migrations at once would both create the same tables; the lock goes with the transaction.
     _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7214311950)"
-    # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit. The window's
-    # sort of a first search (600,000 places) fits in memory instead of spilling to disk.
+    # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit. The sort by place
+    # id of a first search (600,000 places, sql.FIRST_BY_DISTINCT_ON) fits in memory instead of spilling to disk.
     _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", "SET LOCAL work_mem = '256MB'")
     _FIRST_PER_PLACE = sql.FIRST_BY_DISTINCT_ON
     _MIGRATIONS_OF_ITS_OWN = POSTGRES_MIGRATIONS
