@@ -3,6 +3,7 @@
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import dagster as dg
 
@@ -123,13 +124,20 @@ def import_events(
         )
 
 
+class Overrun(NamedTuple):
+    """When a run passes its maximum runtime, and why its pairs then fail."""
+
+    at: datetime
+    reason: str
+
+
 def import_or_release_marks(
     run: ImportRun,
     store: Store,
     overture: OvertureResource,
     stamp: datetime | None,
     release: str | None = None,
-    overrun: tuple[datetime, str] | None = None,
+    overrun: Overrun | None = None,
 ) -> ImportOutcome:
     """Import the run. If it fails, its own marks (``stamp``) read as failed at once, so no campaign waits six
     hours on it; if it is cancelled or interrupted, they are taken back, since it never tried to the end.
@@ -145,8 +153,8 @@ def import_or_release_marks(
         return execute_import(run, store, overture, release, stamp)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         if stamp is not None:
-            if overrun is not None and datetime.now(UTC) >= overrun[0]:
-                store.mark_failed(run.pairs, stamp, datetime.now(UTC), overrun[1])
+            if overrun is not None and datetime.now(UTC) >= overrun.at:
+                store.mark_failed(run.pairs, stamp, datetime.now(UTC), overrun.reason)
             else:
                 store.take_back(run.pairs, stamp)
         raise
@@ -190,7 +198,7 @@ def failure_headline(failure: dg.Failure) -> str:
     return (failure.description or "the import failed").splitlines()[0]
 
 
-def run_overrun(context: dg.OpExecutionContext) -> tuple[datetime, str] | None:
+def run_overrun(context: dg.OpExecutionContext) -> Overrun | None:
     """When the op's run passes its maximum runtime (its MAX_RUNTIME tag, from when it started) and the reason its
     pairs then fail for; None for a run without one, or with one Dagster's run monitoring cannot read either."""
     try:
@@ -200,7 +208,7 @@ def run_overrun(context: dg.OpExecutionContext) -> tuple[datetime, str] | None:
     record = context.instance.get_run_record_by_id(context.run_id)
     if record is None or record.start_time is None:
         return None
-    return (
+    return Overrun(
         datetime.fromtimestamp(record.start_time, UTC) + timedelta(seconds=seconds),
         f"the import did not finish within {seconds / 60:g} minutes of starting and was stopped as stuck",
     )

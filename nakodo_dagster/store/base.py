@@ -240,11 +240,16 @@ def _keep_first_area(tx: Transaction, campaign_id: int, targeting: Targeting) ->
     tx.run(sql.KEEP_FIRST_AREA, campaign_id=campaign_id, first_area=first_area(targeting).key)
 
 
+def _ranked_categories(targeting: Targeting) -> list[str]:
+    """The campaign's categories, each once, first first: campaign_categories' rank is the position here."""
+    return list(dict.fromkeys(targeting.categories))
+
+
 def _keep_campaign_needs(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
     """Keep a new campaign's areas, its first area and its categories in the campaign's own order."""
     _keep_campaign_areas(tx, campaign_id, targeting)
     _keep_first_area(tx, campaign_id, targeting)
-    ordered = list(dict.fromkeys(targeting.categories))
+    ordered = _ranked_categories(targeting)
     tx.run(sql.KEEP_CAMPAIGN_CATEGORIES, campaign_id=campaign_id, categories=ordered, ranks=list(range(len(ordered))))
 
 
@@ -880,8 +885,7 @@ class Store(ABC):
             **point_params,
             areas=[area for area, _, _ in pairs],
             categories=[category for _, category, _ in pairs],
-            # The order campaign_categories ranks them in (_keep_campaign_needs).
-            categories_by_rank=list(dict.fromkeys(targeting.categories)),
+            categories_by_rank=_ranked_categories(targeting),
             countries=countries,
             campaign_id=campaign_id,
             now=now,

@@ -171,6 +171,12 @@ def test_run_monitoring_fails_a_run_past_its_max_runtime_and_interrupts_its_step
     check_run_timeout(instance, instance.get_run_record_by_id(run_id), logging.getLogger(__name__), 0)
     assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
     _wait_for_text(tmp_path / "out.txt", "interrupted")
+    run = instance.get_run_by_id(run_id)
+    deadline = time.monotonic() + 30
+    while instance.run_launcher.check_run_worker_health(run).status != WorkerStatus.FAILED:
+        assert time.monotonic() < deadline, "the interrupted worker never ended"
+        time.sleep(0.1)
+    assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE, "the worker's end leaves it failed"
 
 
 def test_a_worker_that_ignores_its_interrupt_is_killed(instance, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 from fault_helpers import changed_places, stored_places
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import import_or_release_marks
+from nakodo_dagster.assets.places import Overrun, import_or_release_marks
 from nakodo_dagster.overture.reader import read_places
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.resources import OvertureResource
@@ -95,7 +95,7 @@ def test_an_import_stopped_past_its_max_runtime_fails_its_pairs_and_a_cancelled_
     workers.go(holder)
     assert holder.stdout.readline().strip() == "holding"
     now = datetime.now(UTC)
-    overrun = (now - timedelta(seconds=1) if past_max_runtime else now + timedelta(hours=1), "stopped as stuck")
+    overrun = Overrun(now - timedelta(seconds=1) if past_max_runtime else now + timedelta(hours=1), "stopped as stuck")
 
     def stop() -> None:
         time.sleep(1.0)
