@@ -441,7 +441,7 @@ class FirstPerPlace:
 
 # DuckDB's window is 0.4 s cheaper than its DISTINCT ON for a first search of 644,095 businesses.
 FIRST_BY_WINDOW = FirstPerPlace("SELECT", "QUALIFY row_number() OVER (PARTITION BY p.id ORDER BY {order}) = 1", "p.id")
-# PostgreSQL has no QUALIFY, and its window cost half a second more than DISTINCT ON's sort. Under "C", ids sort by
+# PostgreSQL has no QUALIFY, and its window cost 0.4 s more than DISTINCT ON's sort. Under "C", ids sort by
 # their bytes with abbreviated keys instead of by strcoll (equal ids are equal bytes in either collation, so the
 # choice is the same) and match campaign_businesses' key (schema.POSTGRES_MIGRATIONS, 10).
 FIRST_BY_DISTINCT_ON = FirstPerPlace(
