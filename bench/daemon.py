@@ -99,7 +99,7 @@ def _workspace(folder: Path) -> Path:
 @contextlib.contextmanager
 def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen]:
     """A ``dagster-daemon run`` of ``workspace`` (run from its folder, its output in ``log``), stopped with the code
-    server it started afterwards."""
+    server and the run workers it started afterwards."""
     command = [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(workspace)]
     with log.open("w") as out:
         # A session of its own: stopping it stops the code server it started, and nothing else.
@@ -115,6 +115,10 @@ def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> It
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
+            # Run workers still going outlive the daemon, their folder about to be deleted; one interrupted while it
+            # wrote the DuckDB store was seen spinning for half an hour inside DuckDB when it opened the store again.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(daemon.pid, signal.SIGKILL)
 
 
 def _wait_for_queue_daemon(instance: dg.DagsterInstance, daemon: subprocess.Popen) -> None:
