@@ -115,8 +115,8 @@ def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> It
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
-            # Run workers still going outlive the daemon, their folder about to be deleted; one interrupted while it
-            # wrote the DuckDB store was seen spinning for half an hour inside DuckDB when it opened the store again.
+            # Run workers still going outlive the daemon, their folder about to be deleted; one whose import failed then
+            # was seen spinning for half an hour inside DuckDB, opening the store again to mark its pairs failed.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(daemon.pid, signal.SIGKILL)
 
