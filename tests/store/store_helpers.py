@@ -7,10 +7,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, import_runs
-from nakodo_dagster.store import Store
+from nakodo_dagster.store import Store, open_store
+from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store.schema import MIGRATIONS
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 RELEASE = "2026-11-18.0"
@@ -35,6 +38,16 @@ def places_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
 def record_release(store: Store, pairs: Iterable[tuple[str, str]], at: datetime, release: str = RELEASE) -> None:
     """place_imports says these pairs were loaded (with no places) at ``at``."""
     store.write_import(run_for(pairs), release, places_table([]), at)
+
+
+def store_at_version(database_url: str, version: int) -> Store:
+    """A new store migrated up to ``version`` only, as an older release of the project left it; its ``migrate()``
+    then upgrades it as a user's store is upgraded."""
+    store = open_store(database_url)
+    with pytest.MonkeyPatch.context() as before:
+        before.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= version))
+        store.migrate()
+    return store
 
 
 def query(store: Store, sql: str, **params: Any) -> list[tuple]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from store_helpers import NOW, query, record_release
+from store_helpers import NOW, query, record_release, store_at_version
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import RETRY_DAYS, PointLocation, Targeting, areas_for
-from nakodo_dagster.store import Store, open_store
-from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import Store
 from nakodo_dagster.store.schema import MIGRATIONS
 
 # A 2 km circle at a cell's centre: one area.
@@ -96,11 +95,8 @@ def test_a_failed_pair_can_be_retried_at_once_and_a_landing_clears_its_failure(s
     assert (progress.failed, progress.arrived_at) == (0, failed_at + 4 * MINUTE)
 
 
-def test_a_store_of_the_version_before_upgrades_and_keeps_its_marks(database_url, monkeypatch):
-    store = open_store(database_url)
-    with monkeypatch.context() as before:
-        before.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] < 7))
-        store.migrate()
+def test_a_store_of_the_version_before_upgrades_and_keeps_its_marks(database_url):
+    store = store_at_version(database_url, 6)
     assert store.schema_version() == 6
     store.add_campaign("Leeds", LEEDS, now=NOW)
     # A mark failed before version 7 was dated back 6 hours: it reads as a lost import, failed, as it did.
