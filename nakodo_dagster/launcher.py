@@ -219,7 +219,6 @@ def _start_time(pid: int) -> str | None:
 
 
 def _kill_if_still_running(pid: int, started: str) -> None:
-    stat = _stat(pid)
-    if stat and stat[19] == started and stat[0] != "Z":
+    if _start_time(pid) == started and _alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -153,8 +153,9 @@ def import_or_release_marks(
         return execute_import(run, store, overture, release, stamp)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         if stamp is not None:
-            if overrun is not None and datetime.now(UTC) >= overrun.at:
-                store.mark_failed(run.pairs, stamp, datetime.now(UTC), overrun.reason)
+            now = datetime.now(UTC)
+            if overrun is not None and now >= overrun.at:
+                store.mark_failed(run.pairs, stamp, now, overrun.reason)
             else:
                 store.take_back(run.pairs, stamp)
         raise
