@@ -326,8 +326,10 @@ def _search_lines(results: dict, summary: dict) -> list[str]:
         "PostgreSQL then analysed, as autovacuum does within a minute of such a load); "
         f"{len(some['first_search_samples_s'])} campaigns of 200 km with 5 categories, each searched through the "
         "store's incremental search (`Store.add_campaign_businesses`) twice: first, when all of it is new, then with "
-        "nothing new; then once more after its targeting changed (everything read again, nothing new). Medians; "
-        "every sample in the last column; the load average when each backend's part began beside it.",
+        "nothing new; then once more after its targeting changed (everything read again, nothing new). On "
+        "PostgreSQL a first search spreads its insert over two connections, half the places each (PostgreSQL runs "
+        "no INSERT ... SELECT in parallel). Medians; every sample in the last column; the load average when each "
+        "backend's part began beside it.",
         "",
         "| backend | search | wall time | target | businesses added | samples |",
         "|---|---|---:|---|---:|---|",
@@ -357,7 +359,8 @@ def _search_lines(results: dict, summary: dict) -> list[str]:
                 f"{_seconds(search['rescan_s'])}: every loaded place of the campaign's pairs and its haversine "
                 f"distance, then a look-up among the {search['first_search_added']:,} businesses the campaign holds "
                 "(the anti-join a first search leaves out), which finds them all, so nothing is kept once or "
-                "inserted. It does not split the first search into reading and writing.",
+                "inserted (on one connection: it holds businesses already). It does not split the first search "
+                "into reading and writing.",
                 "",
             ]
         if not targets["nothing_new_under_50_ms"]:

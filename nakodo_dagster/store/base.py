@@ -857,7 +857,9 @@ class Store(ABC):
             # is its total.
             held = tx.rows(sql.COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses
             targeting = targeting_from_json(targeting_text)
-            added = self._add_found(tx, campaign_id, targeting, landed, now, held > 0) if landed else 0
+            # A search that reads everything into a campaign holding nothing is its first: the big copy.
+            fills = everything and not held
+            added = self._add_found(tx, campaign_id, targeting, landed, now, held > 0, fills) if landed else 0
             total = held + added
             tx.run(
                 sql.RECORD_SEARCH,
@@ -873,23 +875,38 @@ class Store(ABC):
         return self._transact(work)
 
     def _add_found(
-        self, tx: Transaction, campaign_id: int, targeting: Targeting, pairs: list[tuple], now: datetime, holds: bool
+        self,
+        tx: Transaction,
+        campaign_id: int,
+        targeting: Targeting,
+        pairs: list[tuple],
+        now: datetime,
+        holds: bool,
+        fills: bool,
     ) -> int:
         points = [loc for loc in targeting.locations if isinstance(loc, PointLocation)]
         countries = [loc.country_code for loc in targeting.locations if isinstance(loc, CountryLocation)]
-        point_params: dict[str, float] = {}
+        params: dict[str, Any] = {
+            "areas": [area for area, _, _ in pairs],
+            "categories": [category for _, category, _ in pairs],
+            "categories_by_rank": _ranked_categories(targeting),
+            "countries": countries,
+            "campaign_id": campaign_id,
+            "now": now,
+        }
         for number, point in enumerate(points):
-            point_params |= sql.point_parameters(number, point.lat, point.lng, float(point.radius_km))
-        return tx.written(
-            sql.add_found_businesses(len(points), bool(countries), holds, self._FIRST_PER_PLACE),
-            **point_params,
-            areas=[area for area, _, _ in pairs],
-            categories=[category for _, category, _ in pairs],
-            categories_by_rank=_ranked_categories(targeting),
-            countries=countries,
-            campaign_id=campaign_id,
-            now=now,
+            params |= sql.point_parameters(number, point.lat, point.lng, float(point.radius_km))
+        statement = functools.partial(
+            sql.add_found_businesses, len(points), bool(countries), holds, self._FIRST_PER_PLACE
         )
+        return self._insert_found(tx, statement, params, fills)
+
+    def _insert_found(self, tx: Transaction, statement: Callable[..., str], params: dict[str, Any], fills: bool) -> int:
+        """Run a search's insert, ``statement()`` (``sql.add_found_businesses`` but for its ``share``), in ``tx``.
+
+        ``fills`` when the search reads all the campaign's places and the campaign holds none: its first search, a
+        copy of every place it wants. Such a search that fails leaves the campaign to read everything again."""
+        return tx.written(statement(), **params)
 
     def search_progress(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> list[SearchProgress]:
         """Every active campaign's (or exactly these campaigns') areas by import state at ``now``, when real data

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import threading
 from collections.abc import Callable
-from functools import cache
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache, partial
 from typing import Any
 
 import psycopg2
@@ -23,6 +25,13 @@ from nakodo_dagster.store.schema import POSTGRES_MIGRATIONS
 _SESSION_OPTIONS = "-c timezone=UTC -c work_mem=64MB -c jit=off"
 # Rows per COPY: bounds the CSV held in memory for a country-sized import.
 _COPY_BATCH_ROWS = 50_000
+# The sort by place id of a first search (600,000 places, sql.FIRST_BY_DISTINCT_ON) fits in memory instead of
+# spilling to disk.
+_SEARCH_WORK_MEM = "SET LOCAL work_mem = '256MB'"
+# Connections a campaign's first search spreads its insert over, a share of the places each
+# (sql.POSTGRES_SHARE_OF_PLACES): PostgreSQL runs no INSERT ... SELECT in parallel. On two cores, two took a first
+# search of 644,095 businesses from 2.94 s to 2.2 s (medians of 7 in turn); three, 1.2 times as long as two.
+_SEARCH_CONNECTIONS = 2
 
 
 @cache
@@ -82,9 +91,8 @@ class PostgresStore(Store):
 
     # Two first migrations at once would both create the same tables; the lock goes with the transaction.
     _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7214311950)"
-    # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit. The sort by place
-    # id of a first search (600,000 places, sql.FIRST_BY_DISTINCT_ON) fits in memory instead of spilling to disk.
-    _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", "SET LOCAL work_mem = '256MB'")
+    # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit.
+    _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", _SEARCH_WORK_MEM)
     _FIRST_PER_PLACE = sql.FIRST_BY_DISTINCT_ON
     _MIGRATIONS_OF_ITS_OWN = POSTGRES_MIGRATIONS
 
@@ -109,3 +117,41 @@ class PostgresStore(Store):
             raise
         finally:
             connection.close()
+
+    def _insert_found(self, tx: Transaction, statement: Callable[..., str], params: dict[str, Any], fills: bool) -> int:
+        """A first search (``fills``) on ``_SEARCH_CONNECTIONS`` connections at once, ``tx``'s one of them: every
+        share is written or the search fails."""
+        if not fills:
+            return super()._insert_found(tx, statement, params, fills)
+        shared = statement(sql.POSTGRES_SHARE_OF_PLACES)
+        every_share_written = threading.Barrier(_SEARCH_CONNECTIONS)
+
+        def write_share(part: int, share_tx: Transaction) -> int:
+            share_tx.run(_SEARCH_WORK_MEM)
+            added = share_tx.written(shared, **params, part=part, parts=_SEARCH_CONNECTIONS)
+            # Committed only once every share is written. Should ``tx`` fail after that, the campaign's next search
+            # reads everything again (``fills``) and finds these rows held.
+            every_share_written.wait()
+            return added
+
+        def other_share(part: int) -> int:
+            try:
+                return self._transact(partial(write_share, part))
+            except BaseException:
+                every_share_written.abort()
+                raise
+
+        with ThreadPoolExecutor(_SEARCH_CONNECTIONS - 1, thread_name_prefix="search-share") as pool:
+            others = [pool.submit(other_share, part) for part in range(1, _SEARCH_CONNECTIONS)]
+            try:
+                added = tx.written(shared, **params, part=0, parts=_SEARCH_CONNECTIONS)
+                every_share_written.wait()
+            except threading.BrokenBarrierError:
+                for other in others:
+                    other.result()  # the share's own error, which broke the barrier
+                raise
+            except BaseException:
+                every_share_written.abort()
+                raise
+            # Waits for the other shares' commits: this transaction's commit, which records the search, follows.
+            return added + sum(other.result() for other in others)

@@ -449,7 +449,14 @@ FIRST_BY_DISTINCT_ON = FirstPerPlace(
 )
 
 
-def add_found_businesses(points: int, countries: bool, holds: bool, first: FirstPerPlace) -> str:
+# One of $parts shares of the places, by a hash of their id, so that a place's rows are all in one share: the
+# PostgreSQL store spreads a campaign's first search over connections, a share each.
+POSTGRES_SHARE_OF_PLACES = "(hashtext(p.id) & 2147483647) % $parts = $part"
+
+
+def add_found_businesses(
+    points: int, countries: bool, holds: bool, first: FirstPerPlace, share: str | None = None
+) -> str:
     """Add the landed pairs' places the campaign wants and has not got to campaign_businesses, in one statement.
 
     One pass over the places: a place is found if a point location's radius holds it (one haversine term per
@@ -463,7 +470,7 @@ def add_found_businesses(points: int, countries: bool, holds: bool, first: First
     twice cost a second or more) and without ON CONFLICT, whose check per row doubled PostgreSQL's insert:
     searches of one campaign take turns (``Store._SEARCH_SETUP``), so what another added is committed and
     skipped by the anti-join. Without ``holds`` (the campaign has no business yet) the anti-join is left out: a
-    first search would look up every place in vain.
+    first search would look up every place in vain. With ``share``, only the places that condition on ``p`` keeps.
     """
     terms = [haversine_term(point) for point in range(points)]
     # With one point and no country, every place found is within the radius: its term is not evaluated again.
@@ -494,7 +501,7 @@ INSERT INTO campaign_businesses (
        p.address, p.websites, p.phones, p.country, $now
 FROM places AS p
 WHERE (p.area, p.category) IN (SELECT unnest($areas::TEXT[]), unnest($categories::TEXT[]))
-  AND ({" OR ".join(found)}){held if holds else ""}
+  AND ({" OR ".join(found)}){f" AND {share}" if share else ""}{held if holds else ""}
 {first.after_where.format(order=order)}
 """
 

@@ -7,6 +7,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import psycopg2
 import pytest
 from geographiclib.geodesic import Geodesic
 from store_helpers import NOW, RELEASE, places_table, query, store_at_version
@@ -25,7 +26,8 @@ from nakodo_dagster.placement import (
     cell_containing,
     import_runs,
 )
-from nakodo_dagster.store import targeting_from_json, targeting_to_json
+from nakodo_dagster.store import open_store, sql, targeting_from_json, targeting_to_json
+from nakodo_dagster.store.postgres_store import _SEARCH_CONNECTIONS
 from nakodo_dagster.store.schema import MIGRATIONS
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10), PointLocation(53.70, -1.40, 5)), ("cafe", "bakery"))
@@ -265,6 +267,75 @@ def test_a_new_location_searches_what_was_loaded_before_again(store):
 
     assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=10)) == (1, 2)
     assert [r["id"] for r in store.campaign_results(campaign)] == ["centre", "headingley"]
+
+
+def _searched_reference(postgres_url: str):
+    """A PostgreSQL store with the Leeds places loaded, and a campaign's businesses searched with no fault."""
+    store = open_store(postgres_url)
+    store.migrate()
+    _load(store, LEEDS, _random_places(random.Random(5), 1500, "p"))
+    reference = store.add_campaign("Leeds", LEEDS)
+    store.add_campaign_businesses(reference, NOW)
+    return store, _snapshot(store, reference)
+
+
+def _refuse(postgres_url: str, statement: str, *params: object) -> None:
+    """A trigger that fails the writes ``statement`` (its ON ... WHEN part) names, the way a server refuses a write;
+    half a second late, so that the other connections' shares are written by then."""
+    with psycopg2.connect(postgres_url) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql "
+            "AS 'BEGIN PERFORM pg_sleep(0.5); RAISE EXCEPTION ''refused by the test''; END'"
+        )
+        cursor.execute(f"CREATE TRIGGER refuse BEFORE INSERT OR UPDATE {statement} EXECUTE FUNCTION refuse()", params)
+
+
+def _allow(postgres_url: str, table: str) -> None:
+    with psycopg2.connect(postgres_url) as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER refuse ON {table}")
+
+
+# PostgreSQL spreads a campaign's first search over connections, a share of its places each: one share failing
+# fails them all, and a search failing once they committed loses nothing and adds nothing twice after.
+@pytest.mark.postgres
+@pytest.mark.parametrize("part", range(_SEARCH_CONNECTIONS))
+def test_a_first_search_over_connections_adds_nothing_when_one_share_fails(postgres_url, part):
+    store, reference = _searched_reference(postgres_url)
+    [(refused,)] = query(
+        store,
+        f"SELECT min(p.id) FROM places AS p WHERE p.id IN (SELECT place_id FROM campaign_businesses) "
+        f"AND {sql.POSTGRES_SHARE_OF_PLACES}",
+        parts=_SEARCH_CONNECTIONS,
+        part=part,
+    )
+    _refuse(postgres_url, "ON campaign_businesses FOR EACH ROW WHEN (NEW.place_id = %s)", refused)
+    campaign = store.add_campaign("Leeds again", LEEDS)
+
+    with pytest.raises(psycopg2.Error, match="refused by the test"):
+        store.add_campaign_businesses(campaign, NOW)
+
+    assert store.campaign_results(campaign) == []
+    _allow(postgres_url, "campaign_businesses")
+    assert store.add_campaign_businesses(campaign, NOW) == (len(reference), len(reference))
+    assert _snapshot(store, campaign) == reference
+
+
+@pytest.mark.postgres
+def test_a_first_search_failing_after_its_shares_committed_is_completed_by_the_next(postgres_url):
+    store, reference = _searched_reference(postgres_url)
+    campaign = store.add_campaign("Leeds again", LEEDS)
+    _refuse(postgres_url, "ON campaign_searches FOR EACH ROW")
+
+    with pytest.raises(psycopg2.Error, match="refused by the test"):
+        store.add_campaign_businesses(campaign, NOW)
+
+    # The other connections' shares committed before the search's own transaction failed to record it.
+    assert 0 < len(store.campaign_results(campaign)) < len(reference)
+    _allow(postgres_url, "campaign_searches")
+    added, total = store.add_campaign_businesses(campaign, NOW + timedelta(minutes=1))
+    assert 0 < added < total == len(reference)
+    assert _snapshot(store, campaign) == reference
+    assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=3)) == (0, len(reference))
 
 
 # Ages of place_imports rows on and around each boundary of the freshness rule.
