@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from nakodo_dagster.assets.places import Overrun, import_or_release_marks
 from nakodo_dagster.overture.reader import read_places
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.resources import OvertureResource
-from nakodo_dagster.store import StoreLocked, open_store
+from nakodo_dagster.store import DuckDBStore, StoreLocked, open_store
 
 pytestmark = pytest.mark.faults
 
@@ -84,6 +85,20 @@ def test_a_holder_that_outlasts_the_timeout_is_a_clear_error_and_its_death_harms
     assert store.add_campaign("Leeds", LEEDS) > 0, "and the file takes writes again"
 
 
+def _wait_until_it_waits_on_the_store(thread: threading.Thread) -> None:
+    """Until ``thread`` is inside the DuckDB store's wait for the file: a fixed pause missed it under load, when the
+    read before it took longer."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None:
+            if frame.f_code is DuckDBStore._transact.__code__:
+                return
+            frame = frame.f_back
+        time.sleep(0.05)
+    raise AssertionError("the import never waited on the store file")
+
+
 @pytest.mark.parametrize("past_max_runtime", [True, False], ids=["past its max runtime", "cancelled before it"])
 def test_an_import_stopped_past_its_max_runtime_fails_its_pairs_and_a_cancelled_one_frees_them(
     loaded, duckdb_url, release_root, workers, past_max_runtime
@@ -97,8 +112,10 @@ def test_an_import_stopped_past_its_max_runtime_fails_its_pairs_and_a_cancelled_
     now = datetime.now(UTC)
     overrun = Overrun(now - timedelta(seconds=1) if past_max_runtime else now + timedelta(hours=1), "stopped as stuck")
 
+    importer = threading.current_thread()
+
     def stop() -> None:
-        time.sleep(1.0)
+        _wait_until_it_waits_on_the_store(importer)
         # Dagster turns the SIGTERM a run's worker gets into this interrupt.
         os.kill(os.getpid(), signal.SIGINT)
         holder.stdin.write("commit\n")
