@@ -4,6 +4,7 @@ release and an S3-compatible server on loopback."""
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from importlib.resources import files
@@ -23,6 +24,13 @@ settings.register_profile("nakodo", deadline=None, suppress_health_check=[Health
 settings.load_profile("nakodo")
 
 PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+# A shell that starts the suite in the background without job control (`make test &` in a script) leaves SIGINT
+# ignored, in this process and in every one it starts; Python then never raises KeyboardInterrupt, and Dagster maps
+# SIGTERM to that same ignored handler. The tests that stop a run, an import or `make run` as Dagster and a user do
+# would fail for the shell's sake: the suite takes Python's own handler back, which its children inherit as the
+# default.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
