@@ -86,8 +86,8 @@ def test_a_holder_that_outlasts_the_timeout_is_a_clear_error_and_its_death_harms
 
 
 def _wait_until_it_waits_on_the_store(thread: threading.Thread) -> None:
-    """Until ``thread`` is inside the DuckDB store's wait for the file: a fixed pause missed it under load, when the
-    read before it took longer."""
+    """Until ``thread`` is inside the DuckDB store's wait for the file, rather than for a fixed pause that assumes
+    how long the read before it takes."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         frame = sys._current_frames().get(thread.ident)
