@@ -152,18 +152,38 @@ def import_or_release_marks(
         release = release or overture.current_release()
         return execute_import(run, store, overture, release, stamp)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
-        if stamp is not None:
-            now = datetime.now(UTC)
-            if overrun is not None and now >= overrun.at:
-                store.mark_failed(run.pairs, stamp, now, overrun.reason)
-            else:
-                store.take_back(run.pairs, stamp)
+        _end_interrupted(run, store, stamp, overrun)
         raise
     except Exception as exc:
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:
+            _end_interrupted(run, store, stamp, overrun)
+            raise interrupt from None
         failure = import_failure(run, release, exc)
         if stamp is not None:
             store.mark_failed(run.pairs, stamp, datetime.now(UTC), failure_headline(failure))
         raise failure from exc
+
+
+def _interrupt_behind(error: BaseException) -> BaseException | None:
+    """The interrupt that caused ``error``, if one did. DuckDB answers an interrupt arriving during a query with
+    RuntimeError('Query interrupted') raised from it: a cancel, not a failure to mark for a week."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def _end_interrupted(run: ImportRun, store: Store, stamp: datetime | None, overrun: Overrun | None) -> None:
+    """An interrupted import's marks: failed past its maximum runtime (run monitoring stopped it), else taken back."""
+    if stamp is not None:
+        now = datetime.now(UTC)
+        if overrun is not None and now >= overrun.at:
+            store.mark_failed(run.pairs, stamp, now, overrun.reason)
+        else:
+            store.take_back(run.pairs, stamp)
 
 
 def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.Failure:
