@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 import dagster as dg
+import duckdb
 
 from nakodo_dagster import tags
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
@@ -165,13 +166,24 @@ def import_or_release_marks(
         raise failure from exc
 
 
+# DuckDB hands on an exception raised in Python during its query (a scan of Arrow data) as duckdb.Error, carrying
+# only the exception's class name and message.
+_INTERRUPTS: dict[str, type[BaseException]] = {
+    "DagsterExecutionInterruptedError": dg.DagsterExecutionInterruptedError,
+    "KeyboardInterrupt": KeyboardInterrupt,
+}
+
+
 def _interrupt_behind(error: BaseException) -> BaseException | None:
-    """The interrupt that caused ``error``, if one did. DuckDB answers an interrupt arriving during a query with
-    RuntimeError('Query interrupted') raised from it: a cancel, not a failure to mark for a week."""
-    cause = error.__cause__
+    """The interrupt that caused ``error``, if one did: a cancel, not a failure to mark for a week. DuckDB answers
+    an interrupt arriving during a query with RuntimeError('Query interrupted') raised from it, or with
+    duckdb.Error naming it."""
+    cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)):
             return cause
+        if isinstance(cause, duckdb.Error) and str(cause).partition(":")[0] in _INTERRUPTS:
+            return _INTERRUPTS[str(cause).partition(":")[0]]()
         cause = cause.__cause__
     return None
 
