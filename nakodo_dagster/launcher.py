@@ -208,7 +208,8 @@ def _stat(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
+    # Linux answers a read with ESRCH when the process is reaped between the open and the read.
+    except (FileNotFoundError, ProcessLookupError):
         return None
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import IO
 
 import dagster as dg
 import pytest
@@ -205,6 +207,25 @@ def test_run_monitoring_sees_a_worker_that_died(instance, tmp_path):
         assert time.monotonic() < deadline, f"a killed worker still reads as {health.status}"
         time.sleep(0.1)
     assert run.tags[tags.RUN_WORKER_PID] in (health.msg or "")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads a process's state from /proc")
+def test_a_worker_reaped_while_its_state_is_read_reads_as_gone(instance, tmp_path, monkeypatch):
+    """Between opening /proc/<pid>/stat and reading it the worker's parent can reap it; Linux then fails the read
+    with ESRCH, which must read as a dead worker, not stop run monitoring."""
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "answer_job")
+    run = _wait_for(instance, run_id, _FINISHED)
+    worker = subprocess.Popen(["sleep", "120"])
+    worker.send_signal(signal.SIGKILL)
+    exited = run.with_tags({**run.tags, tags.RUN_WORKER_PID: str(worker.pid)})
+
+    def open_then_reap(path: str) -> IO[str]:
+        opened = open(path)  # noqa: SIM115 - the launcher closes it
+        worker.wait()
+        return opened
+
+    monkeypatch.setattr(launcher_module, "open", open_then_reap, raising=False)
+    assert instance.run_launcher.check_run_worker_health(exited).status == WorkerStatus.FAILED
 
 
 def test_a_run_launched_elsewhere_is_left_to_its_own_launcher(instance, tmp_path):
