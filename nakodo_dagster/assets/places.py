@@ -182,8 +182,9 @@ def _interrupt_behind(error: BaseException) -> BaseException | None:
     while cause is not None:
         if isinstance(cause, (dg.DagsterExecutionInterruptedError, KeyboardInterrupt)):
             return cause
-        if isinstance(cause, duckdb.Error) and str(cause).partition(":")[0] in _INTERRUPTS:
-            return _INTERRUPTS[str(cause).partition(":")[0]]()
+        named = str(cause).partition(":")[0] if isinstance(cause, duckdb.Error) else None
+        if named in _INTERRUPTS:
+            return _INTERRUPTS[named]()
         cause = cause.__cause__
     return None
 

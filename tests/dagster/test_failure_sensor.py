@@ -16,13 +16,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pytest
 from dagster._core.test_utils import in_process_test_workspace
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES, places
+from nakodo_dagster.assets.places import PLACES, _interrupt_behind, places
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places
@@ -207,6 +209,22 @@ def test_an_interrupted_import_takes_its_marks_back_before_it_stops(instance, du
     assert not result.success
     assert set(_states(store, _pairs(request)).values()) == {"missing"}, "never imported, free to ask for again"
     assert store.count_places(_pairs(request)) == {}
+
+
+def test_an_interrupt_landing_inside_a_duckdb_query_reads_as_a_cancel():
+    # DuckDB stops its query at the interrupt and raises its own error from it; an import that marked its pairs
+    # failed for that would keep them from every campaign for a week after a cancel.
+    connection = duckdb.connect()
+    with (
+        pytest.raises(Exception) as raised,
+        capture_interrupts(),
+        raise_interrupts_as(dg.DagsterExecutionInterruptedError),
+    ):
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        connection.execute("SELECT count(*) FROM range(1000000000000)").fetchall()
+    assert not isinstance(raised.value, dg.DagsterExecutionInterruptedError), "DuckDB no longer wraps it: simplify"
+    assert isinstance(_interrupt_behind(raised.value), dg.DagsterExecutionInterruptedError)
+    assert _interrupt_behind(duckdb.InvalidInputException("Invalid Input Error: no such column")) is None
 
 
 def _analyst_run(home: Path, database_url: str, root: Path, pair: Pair, cwd: Path) -> subprocess.Popen:
