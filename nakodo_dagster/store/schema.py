@@ -125,7 +125,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             # asked for it, and up to when the landed places have been searched: a search reads only the pairs
             # loaded after searched_through. searched_targeting is the targeting that search covered (a changed
             # one is searched in full again), businesses how many the campaign had then (so that a search with
-            # nothing new need not count them), map_key what the campaign's last map showed.
+            # nothing new need not count them). map_key, what the campaign's last map showed, went in version 11.
             """
             CREATE TABLE campaign_searches (
                 campaign_id INTEGER PRIMARY KEY REFERENCES campaigns (id),
@@ -316,6 +316,13 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     ),
     # PostgreSQL's alone (POSTGRES_MIGRATIONS).
     (10, ()),
+    (
+        11,
+        (
+            # Unwritten since a campaign's map is drawn again when its latest materialisation shows something else.
+            "ALTER TABLE campaign_searches DROP COLUMN map_key",
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.
