@@ -30,15 +30,17 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import datetime as dt
 import hashlib
 import os
+import queue
 import re
 import struct
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -521,11 +523,63 @@ def plan_requests(chunks: Sequence[tuple[int, int, int, int]]) -> list[tuple[int
     return requests
 
 
-def read_row_groups(
+class LandingRowGroups:
+    """The wanted columns of some row groups, decoded table by table in the order they land, while later requests
+    are still out; iterating raises the fetch's error where it failed. ``stats`` counts what was fetched."""
+
+    def __init__(self, source: _Objects) -> None:
+        self.stats = source.stats
+        self._landed: queue.SimpleQueue[pa.Table | BaseException | None] = queue.SimpleQueue()
+
+    def land(self, landed: pa.Table | BaseException | None) -> None:
+        """Hand on a decoded table, the error that ended the fetch, or None once it is over."""
+        self._landed.put(landed)
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        while (landed := self._landed.get()) is not None:
+            if isinstance(landed, BaseException):
+                raise landed
+            yield landed
+
+
+@contextlib.contextmanager
+def landing_row_groups(
     root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
-) -> tuple[pa.Table, FetchStats]:
-    """The wanted columns of the given index rows' row groups, fetched by concurrent range requests and decoded."""
-    return _run(_read_row_groups(root, index, rows, columns))
+) -> Iterator[LandingRowGroups]:
+    """The given index rows' row groups, fetched by concurrent range requests on a thread of their own and decoded
+    as they land (``LandingRowGroups``); leaving the block stops what is still being fetched."""
+    source = _Objects(root)
+    landing = LandingRowGroups(source)
+    stop: list[Callable[[], None]] = []
+    started = threading.Event()
+
+    async def fetch_all() -> None:
+        loop = asyncio.get_running_loop()
+        fetching = asyncio.ensure_future(_read_row_groups(source, index, rows, columns, landing.land))
+        stop.append(lambda: loop.call_soon_threadsafe(fetching.cancel))
+        started.set()
+        await fetching
+
+    def serve() -> None:
+        try:
+            asyncio.run(fetch_all())
+        # Whatever ends the fetch, the reader raises it where it iterates.
+        except BaseException as error:
+            landing.land(error)
+        finally:
+            started.set()
+            landing.land(None)
+
+    fetcher = threading.Thread(target=serve, name="row-group-fetch", daemon=True)
+    fetcher.start()
+    try:
+        yield landing
+    finally:
+        started.wait()
+        if stop and fetcher.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop closed as the fetch ended
+                stop[0]()
+        fetcher.join()
 
 
 def _waits(
@@ -559,9 +613,12 @@ def _waits(
 
 
 async def _read_row_groups(
-    root: str, index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]
-) -> tuple[pa.Table, FetchStats]:
-    source = _Objects(root)
+    source: _Objects,
+    index: ReleaseIndex,
+    rows: np.ndarray,
+    columns: Callable[[str], bool],
+    landed: Callable[[pa.Table], None],
+) -> None:
     chunks = index.chunks(rows, columns)
     requests = plan_requests(chunks)
     waits = _waits(requests, chunks)
@@ -587,10 +644,10 @@ async def _read_row_groups(
         # Footers are parsed while the requests are out, not after they land (tens of milliseconds a file).
         footers = {f: loop.run_in_executor(pool, index.footer, f) for f in unready}
 
-        async def decoded(file_number: int, groups: list[int]) -> pa.Table:
-            return await loop.run_in_executor(pool, decode, file_number, groups, await footers[file_number])
+        async def decoded(file_number: int, groups: list[int]) -> None:
+            landed(await loop.run_in_executor(pool, decode, file_number, groups, await footers[file_number]))
 
-        tables: dict[tuple[int, int], asyncio.Future[pa.Table]] = {}
+        decodes: list[asyncio.Future[None]] = []
         fetches = [asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(requests)]
         try:
             # Row groups are decoded in batches as their last pieces land, while later requests are still out.
@@ -607,10 +664,11 @@ async def _read_row_groups(
                 batch = ready.get(file_number, [])
                 if batch and (len(batch) >= DECODE_BATCH_ROW_GROUPS or not unready[file_number]):
                     groups = sorted(ready.pop(file_number))
-                    tables[file_number, groups[0]] = asyncio.ensure_future(decoded(file_number, groups))
-            # No row group meets the box: file 0 still gives the columns' types, for an empty table.
-            decoded_tables = [await tables[key] for key in sorted(tables)] or [decode(0, [], index.footer(0))]
+                    decodes.append(asyncio.ensure_future(decoded(file_number, groups)))
+            await asyncio.gather(*decodes)
+            if not decodes:
+                # No row group meets the box: file 0 still gives the columns' types, for an empty table.
+                landed(decode(0, [], index.footer(0)))
         finally:
-            for task in (*fetches, *tables.values()):
+            for task in (*fetches, *decodes):
                 task.cancel()
-    return pa.concat_tables(decoded_tables), source.stats

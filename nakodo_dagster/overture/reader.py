@@ -30,8 +30,10 @@ A place matching several requested categories comes back once per category.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,8 +48,8 @@ from nakodo_dagster.overture.index import (
     StaleIndex,
     build_index,
     index_path,
+    landing_row_groups,
     load_index,
-    read_row_groups,
 )
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
 from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
@@ -175,19 +177,13 @@ def _read_with_index(
         index, cost = build_index(root, release, index_dir)
         spent.append(cost)
     try:
-        places, cost = _fetch(run, root, index)
+        table, schema, cost = _query_landing(run, root, index, release)
     except StaleIndex:
         # A file changed under the same release name: the index is rebuilt once, and the read repeated on it.
         index, rebuilt = build_index(root, release, index_dir)
-        places, cost = _fetch(run, root, index)
+        table, schema, cost = _query_landing(run, root, index, release)
         spent.append(rebuilt)
     spent.append(cost)
-    columns = set(places.column_names)
-    schema = _schema_flavour(columns, release)
-    sql, parameters = _query(run, schema, columns, "places")
-    with duckdb.connect() as connection:
-        connection.register("places", places)
-        table = _result(connection.execute(sql, parameters).to_arrow_table())
     requests = None if spent[0].requests is None else sum(s.requests for s in spent)
     return table, schema, len(index.files), sum(s.bytes for s in spent), requests
 
@@ -196,11 +192,41 @@ def _result(table: pa.Table) -> pa.Table:
     return table.sort_by(RESULT_ORDER).cast(PLACES_SCHEMA)
 
 
-def _fetch(run: ImportRun, root: str, index: ReleaseIndex) -> tuple[pa.Table, FetchStats]:
-    """The query's columns of the row groups that meet the run's box."""
+def _query_landing(run: ImportRun, root: str, index: ReleaseIndex, release: str) -> tuple[pa.Table, str, FetchStats]:
+    """The run's query over the query's columns of the row groups that meet its box, run as they land."""
     west, south, east, north = run.bbox
     rows = index.intersecting(south, north, longitude_ranges(west, east))
-    return read_row_groups(root, index, rows, query_column)
+    with landing_row_groups(root, index, rows, query_column) as landing:
+        table, schema = query_tables(run, release, iter(landing))
+    return table, schema, landing.stats
+
+
+def query_tables(run: ImportRun, release: str, tables: Iterator[pa.Table]) -> tuple[pa.Table, str]:
+    """The run's places in ``tables`` (at least one, all of one schema) and the release's schema flavour: DuckDB
+    works through each table as it comes, while later ones may still be on their way (0.85 to 0.92 of the time of
+    a query after the last landed, on the bench's dense reads). An error ``tables`` raises is raised as it is."""
+    first = next(tables)
+    columns = set(first.column_names)
+    schema = _schema_flavour(columns, release)
+    sql, parameters = _query(run, schema, columns, "places")
+    stopped: list[BaseException] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        # DuckDB pulls these on a thread of its own and would hand an error raised here on as one of its own, its
+        # type lost (a StaleIndex would no longer rebuild the index): the stream ends there instead, and the error
+        # is raised once DuckDB returns.
+        try:
+            for table in itertools.chain([first], tables):
+                yield from table.to_batches()
+        except BaseException as error:
+            stopped.append(error)
+
+    with duckdb.connect() as connection:
+        connection.register("places", pa.RecordBatchReader.from_batches(first.schema, batches()))
+        table = connection.execute(sql, parameters).to_arrow_table()
+    if stopped:
+        raise stopped[0]
+    return _result(table), schema
 
 
 def query_column(leaf: str) -> bool:

@@ -25,6 +25,7 @@ from nakodo_dagster.overture.index import (
     build_index,
     index_folder,
     index_path,
+    landing_row_groups,
     load_index,
     plan_requests,
 )
@@ -185,6 +186,21 @@ def test_pruning_selects_exactly_the_row_groups_whose_statistics_meet_the_box(sa
     assert selected == meeting
     assert holding <= selected and holding
     assert len(selected) < len(index.row_groups) / 2
+
+
+def test_row_groups_land_whole_and_leaving_early_stops_the_fetch(sample_root, tmp_path):
+    index, _ = build_index(sample_root, CURRENT, tmp_path)
+    every_row_group = np.arange(len(index.row_groups))
+    with landing_row_groups(str(sample_root), index, every_row_group, query_column) as landing:
+        landed = list(landing)
+    assert sum(table.num_rows for table in landed) == sum(
+        pq.ParquetFile(p).metadata.num_rows for p in _files(sample_root, CURRENT)
+    )
+
+    with landing_row_groups(str(sample_root), index, every_row_group, query_column) as landing:
+        first = next(iter(landing))
+    assert first.num_rows > 0
+    assert not [thread for thread in threading.enumerate() if thread.name == "row-group-fetch"]
 
 
 def test_a_rewritten_release_file_rebuilds_the_index(sample_root, tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -9,7 +12,8 @@ import pytest
 from overture_helpers import CURRENT, PREVIOUS, block_run, expected_rows, fiji_run
 
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.overture.reader import PLACES_SCHEMA, longitude_ranges, read_places
+from nakodo_dagster.overture.index import StaleIndex
+from nakodo_dagster.overture.reader import PLACES_SCHEMA, longitude_ranges, query_column, query_tables, read_places
 from nakodo_dagster.overture.sample import FIXED_PLACES
 from nakodo_dagster.placement import (
     ImportRun,
@@ -42,6 +46,44 @@ def test_a_block_reads_what_an_independent_reading_finds(index_dir, sample_root,
     assert result.stats.bytes_read > 0
     assert result.stats.requests is None
     assert result.schema == ("current" if release == CURRENT else "previous")
+
+
+def _row_group_tables(root: Path, release: str) -> list[pa.Table]:
+    """Every row group of the release, the query's columns, a table each: what the fetch hands on as they land."""
+    tables = []
+    for path in sorted((root / release).rglob("*.parquet")):
+        parquet = pq.ParquetFile(path)
+        leaves = [parquet.schema.column(i).path for i in range(parquet.metadata.num_columns)]
+        wanted = [leaf for leaf in leaves if query_column(leaf)]
+        tables += [parquet.read_row_group(i, columns=wanted) for i in range(parquet.num_row_groups)]
+    return tables
+
+
+@pytest.mark.parametrize("release", [CURRENT, PREVIOUS])
+def test_a_block_finds_the_same_places_in_whatever_order_its_row_groups_land(sample_root, expected, release):
+    run = block_run(52.0, -2.0)
+    tables = _row_group_tables(sample_root, release)
+    random.Random(3).shuffle(tables)
+
+    one_by_one, schema = query_tables(run, release, iter(tables))
+    all_at_once, _ = query_tables(run, release, iter([pa.concat_tables(tables)]))
+
+    assert len(tables) == 100, "4,000 places in row groups of 40"
+    assert one_by_one.equals(all_at_once)
+    assert [tuple(row.values()) for row in one_by_one.to_pylist()] == expected(release, run)
+    assert schema == ("current" if release == CURRENT else "previous")
+
+
+def test_a_fetch_failing_after_row_groups_landed_raises_its_own_error(sample_root):
+    # A StaleIndex that reached the reader as DuckDB's error would fail the run instead of rebuilding the index.
+    tables = _row_group_tables(sample_root, CURRENT)
+
+    def landing():
+        yield from tables[:3]
+        raise StaleIndex("part-00001.parquet changed or is gone since the index was built")
+
+    with pytest.raises(StaleIndex, match="changed or is gone"):
+        query_tables(block_run(52.0, -2.0), CURRENT, landing())
 
 
 def test_a_block_leaves_out_unsure_and_permanently_closed_places(index_dir, sample_root):
