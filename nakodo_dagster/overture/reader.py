@@ -2,8 +2,8 @@
 
 With a release index (``overture.index``, built on a release's first read and reused by every run and
 process, in the folder ``index_dir`` names), only the row groups meeting the box and only the columns the
-query uses are fetched, by concurrent range requests, and the same query runs over them in memory. Without one
-(``index_dir=None``), DuckDB reads the release's files itself, footers and all.
+query uses are fetched, by concurrent range requests, and the same query runs over them in memory as they land.
+Without one (``index_dir=None``), DuckDB reads the release's files itself, footers and all.
 
 What a run keeps:
 
