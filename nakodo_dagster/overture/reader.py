@@ -203,7 +203,7 @@ def _query_landing(run: ImportRun, root: str, index: ReleaseIndex, release: str)
 
 def query_tables(run: ImportRun, release: str, tables: Iterator[pa.Table]) -> tuple[pa.Table, str]:
     """The run's places in ``tables`` (at least one, all of one schema) and the release's schema flavour: DuckDB
-    works through each table as it comes, while later ones may still be on their way (0.85 to 0.92 of the time of
+    works through each table as it comes, while later ones may still be on their way (0.83 to 0.92 of the time of
     a query after the last landed, on the bench's dense reads). An error ``tables`` raises is raised as it is."""
     first = next(tables)
     columns = set(first.column_names)
