@@ -222,6 +222,10 @@ def query_tables(run: ImportRun, release: str, tables: Iterator[pa.Table]) -> tu
             stopped.append(error)
 
     with duckdb.connect() as connection:
+        # Pushed into an Arrow stream, the box and confidence filters run in pyarrow, which copies every kept row's
+        # nested columns before DuckDB converts them again. Filtered in DuckDB, where the query writes them, a
+        # country's query alone costs 0.4 CPU seconds instead of 0.65, and its whole read 2.16 instead of 2.41.
+        connection.execute("SET disabled_optimizers = 'filter_pushdown'")
         connection.register("places", pa.RecordBatchReader.from_batches(first.schema, batches()))
         table = connection.execute(sql, parameters).to_arrow_table()
     if stopped:
