@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -139,6 +140,10 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
         with LatencyProxy(server.get_host_and_port(), latency_ms / 1000, bandwidth) as proxy:
             yield root, proxy
     finally:
+        # moto keeps its buckets per process, not per server: without the reset, the next part's server would find
+        # the bucket already there (and refuse to create it), and the last release would stay in memory.
+        host, port = server.get_host_and_port()
+        urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")).close()
         server.stop()
 
 
