@@ -333,10 +333,14 @@ def main(argv: list[str] | None = None) -> None:
         help="admin database for the policy, the fleet and the daemon's PostgreSQL instance",
     )
     parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.json go")
+    parser.add_argument(
+        "--work", type=Path, default=HERE / "out", help="where releases and indexes are kept between runs (bench/out)"
+    )
     args = parser.parse_args(argv)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    work = HERE / "out"
-    work.mkdir(exist_ok=True)
+    work = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     # The fleet reads no release: it is written only for the parts that do.
     local_root = None

@@ -1,0 +1,26 @@
+"""`make bench` as a developer runs it: every part of one invocation in the same process, its report written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).parents[1]
+
+
+def test_the_reader_parts_run_one_after_the_other_in_one_bench(tmp_path):
+    # Both parts serve a release from an S3 server on loopback; the second once refused to start because the
+    # first one's bucket was still there. Small releases and no added latency: what is tested is the sequence.
+    out = tmp_path / "report"
+    sizes = ["--rows", "4000", "--overture-rows", "4000", "--repeat", "1", "--overture-repeat", "1"]
+    sizes += ["--latency-ms", "0"]
+    folders = ["--work", str(tmp_path / "work"), "--out", str(out)]
+    command = [sys.executable, "-m", "bench", "--only", "readers,overture", *sizes, *folders]
+    finished = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert {"cases", "overture"} <= set(results)
+    assert results["overture"]["cases"]["block"]["index"][0]["rows"] > 0
+    assert "## Reading at Overture's scale" in (out / "results.md").read_text()
