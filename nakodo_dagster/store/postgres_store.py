@@ -17,7 +17,7 @@ import pyarrow.csv
 
 from nakodo_dagster.store import sql
 from nakodo_dagster.store.base import Store, T, Transaction
-from nakodo_dagster.store.schema import POSTGRES_MIGRATIONS
+from nakodo_dagster.store.schema import BUSINESS_PARTITIONS, POSTGRES_MIGRATIONS
 
 # A tick joins every campaign's pairs with place_imports: with the server's default 4 MB per sort or hash, that
 # join of a few hundred thousand rows spills to disk and takes twice as long, and JIT compiling it costs
@@ -28,10 +28,11 @@ _COPY_BATCH_ROWS = 50_000
 # The sort by place id of a first search (600,000 places, sql.FIRST_BY_DISTINCT_ON) fits in memory instead of
 # spilling to disk.
 _SEARCH_WORK_MEM = "SET LOCAL work_mem = '256MB'"
-# Connections a campaign's first search spreads its insert over, a share of the places each
-# (sql.POSTGRES_SHARE_OF_PLACES): PostgreSQL runs no INSERT ... SELECT in parallel. On two cores, two took a first
-# search of 644,095 businesses from 2.94 s to 2.2 s (medians of 7 in turn); three, 1.2 times as long as two.
-_SEARCH_CONNECTIONS = 2
+# Connections a campaign's first search spreads its insert over, one per partition of campaign_businesses, the
+# places of that partition each (sql.POSTGRES_SHARE_OF_PLACES): PostgreSQL runs no INSERT ... SELECT in parallel.
+# On two cores, two took a first search of 644,095 businesses from 2.94 s to 2.2 s (medians of 7 in turn), when
+# they still wrote one table; three, 1.2 times as long as two.
+_SEARCH_CONNECTIONS = BUSINESS_PARTITIONS
 
 
 @cache

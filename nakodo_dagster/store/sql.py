@@ -449,9 +449,10 @@ FIRST_BY_DISTINCT_ON = FirstPerPlace(
 )
 
 
-# One of $parts shares of the places, by a hash of their id, so that a place's rows are all in one share: the
-# PostgreSQL store spreads a campaign's first search over connections, a share each.
-POSTGRES_SHARE_OF_PLACES = "(hashtext(p.id) & 2147483647) % $parts = $part"
+# The places whose businesses go to campaign_businesses' partition number $part of $parts (schema's migration 12),
+# by PostgreSQL's own hash of the partition key: the PostgreSQL store spreads a campaign's first search over
+# connections, a share each, and each share writes only its own partition. A place's rows are all in one share.
+POSTGRES_SHARE_OF_PLACES = "satisfies_hash_partition('campaign_businesses'::regclass, $parts, $part, p.id)"
 
 
 def add_found_businesses(

@@ -27,7 +27,8 @@ from nakodo_dagster.placement import (
     import_runs,
 )
 from nakodo_dagster.store import open_store, sql, targeting_from_json, targeting_to_json
-from nakodo_dagster.store.postgres_store import _SEARCH_CONNECTIONS
+from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.postgres_store import _SEARCH_CONNECTIONS, PostgresStore
 from nakodo_dagster.store.schema import MIGRATIONS
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10), PointLocation(53.70, -1.40, 5)), ("cafe", "bakery"))
@@ -320,6 +321,26 @@ def test_a_first_search_over_connections_adds_nothing_when_one_share_fails(postg
     assert _snapshot(store, campaign) == reference
 
 
+# Each connection's share is exactly one partition's places, so that no two connections write the same table.
+@pytest.mark.postgres
+@pytest.mark.parametrize("part", range(_SEARCH_CONNECTIONS))
+def test_each_share_of_a_first_search_is_one_partition_of_the_businesses(postgres_url, part):
+    store, reference = _searched_reference(postgres_url)
+    share = {
+        place_id
+        for (place_id,) in query(
+            store,
+            f"SELECT p.id FROM places AS p WHERE {sql.POSTGRES_SHARE_OF_PLACES}",
+            parts=_SEARCH_CONNECTIONS,
+            part=part,
+        )
+    }
+    partition = {place_id for (place_id,) in query(store, f"SELECT place_id FROM campaign_businesses_part_{part}")}
+
+    assert 0 < len(partition) < len(reference)
+    assert partition == share & set(reference)
+
+
 @pytest.mark.postgres
 def test_a_first_search_failing_after_its_shares_committed_is_completed_by_the_next(postgres_url):
     store, reference = _searched_reference(postgres_url)
@@ -395,19 +416,23 @@ def test_search_progress_agrees_with_import_needs_on_every_boundary(store, seed)
     assert [p.campaign_id for p in store.search_progress(NOW, [paused])] == [paused]
 
 
-def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url):
+def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url, monkeypatch):
     store = store_at_version(database_url, 8)
     assert store.schema_version() == 8
     rng = random.Random(9)
     _load(store, LEEDS, _random_places(rng, 600, "p"))
     campaigns = [store.add_campaign(name, LEEDS) for name in ("Leeds", "Leeds again")]
-    for campaign in campaigns:
-        store.add_campaign_businesses(campaign, NOW)
+    with monkeypatch.context() as version_8:
+        # Searched as version 8 searched, in one statement: the shares of a PostgreSQL first search are its
+        # partitions, which came with version 12.
+        version_8.setattr(PostgresStore, "_insert_found", Store._insert_found)
+        for campaign in campaigns:
+            store.add_campaign_businesses(campaign, NOW)
     held = [store.campaign_results(campaign) for campaign in campaigns]
 
     store.migrate()
 
-    assert store.schema_version() == MIGRATIONS[-1][0] == 11
+    assert store.schema_version() == MIGRATIONS[-1][0] == 12
     assert [store.campaign_results(campaign) for campaign in campaigns] == held
     # The search goes on from what each campaign holds: only the places landed since, each once.
     new_rows = _random_places(rng, 300, "q")
