@@ -86,9 +86,9 @@ def release(folder: Path, rows: int) -> Path:
     return root
 
 
-def serve(root: Path, server: ThreadedMotoServer) -> str:
-    """Upload the release to the loopback S3 server, readable by anyone as Overture's bucket is; its s3:// root."""
-    host, port = server.get_host_and_port()
+def serve(root: Path, host: str, port: int) -> str:
+    """Upload the release to the loopback S3 server at host:port, readable by anyone as Overture's bucket is; its
+    s3:// root."""
     client = boto3.client(
         "s3",
         endpoint_url=f"http://{host}:{port}",
@@ -134,15 +134,15 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
     """The release on a loopback S3 server behind the latency proxy: its s3:// root and the proxy."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    host, port = server.get_host_and_port()
     try:
-        root = serve(local_root, server)
+        root = serve(local_root, host, port)
         bandwidth = bandwidth_mbps * 1e6 if bandwidth_mbps else None
-        with LatencyProxy(server.get_host_and_port(), latency_ms / 1000, bandwidth) as proxy:
+        with LatencyProxy((host, port), latency_ms / 1000, bandwidth) as proxy:
             yield root, proxy
     finally:
         # moto keeps its buckets per process, not per server: without the reset, the next part's server would find
         # the bucket already there (and refuse to create it), and the last release would stay in memory.
-        host, port = server.get_host_and_port()
         urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")).close()
         server.stop()
 
