@@ -15,7 +15,7 @@ import psycopg2
 import pyarrow as pa
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
-from nakodo_dagster.overture.sample import uuid_strings
+from nakodo_dagster.overture.sample import random_uuid_words, uuid_strings
 from nakodo_dagster.placement import ImportRun, PointLocation, Targeting, areas_for, cell_containing
 from nakodo_dagster.store import open_store
 
@@ -36,7 +36,7 @@ def _places(areas: dict, categories: tuple[str, ...], count: int, rng: np.random
     lng = west[which] + rng.uniform(0, 0.4999, count)
     assert cell_containing(float(lat[0]), float(lng[0])).key == keys[which[0]]
     # Overture's ids: random UUIDs, whose first bytes already tell two apart when sorted.
-    ids = uuid_strings(rng.integers(0, 2**63, size=(count, 2), dtype=np.uint64))
+    ids = uuid_strings(random_uuid_words(rng, count))
     return pa.table(
         {
             "id": ids,

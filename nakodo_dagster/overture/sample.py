@@ -248,7 +248,7 @@ def write_sample_release(
 
     places = _Places.generate(rows, np.random.default_rng(seed))
     order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
-    file_ids = np.random.default_rng([seed, 1]).integers(0, 2**63, size=(files, 2), dtype=np.uint64)
+    file_ids = random_uuid_words(np.random.default_rng([seed, 1]), files)
     arrow_schema = places_schema(schema)
     root.mkdir(parents=True, exist_ok=True)
     # Written aside and renamed into place: a crash never leaves a half release that discovery would pick up.
@@ -370,7 +370,7 @@ class _Places:
             version=rng.integers(0, 6, rows, dtype=np.int32),
             dataset=rng.choice(len(_DATASETS), size=rows, p=(0.8, 0.1, 0.07, 0.03)),
             record=rng.integers(10**14, 10**15, rows),
-            id_words=rng.integers(0, 2**63, size=(rows, 2), dtype=np.uint64),
+            id_words=random_uuid_words(rng, rows),
             fixed_name=np.concatenate(
                 [np.array([f.name for f in fixed], dtype=object), np.full(n, None, dtype=object)]
             ),
@@ -504,8 +504,17 @@ def _wkb_points(lng: np.ndarray, lat: np.ndarray) -> pa.Array:
 _HEX = np.frombuffer(b"0123456789abcdef", dtype="S1")
 
 
+def random_uuid_words(rng: np.random.Generator, count: int) -> np.ndarray:
+    """``count`` random version 4 UUIDs, as Overture's ids are, each as a pair of 64-bit words (``uuid_strings``)."""
+    words = rng.integers(0, 2**64, size=(count, 2), dtype=np.uint64)
+    # The version and variant bits, set as uuid.uuid4 sets them; the other 122 bits are random.
+    words[:, 0] = (words[:, 0] & np.uint64(~0xF000 & (2**64 - 1))) | np.uint64(0x4000)
+    words[:, 1] = (words[:, 1] & np.uint64(2**62 - 1)) | np.uint64(2**63)
+    return words
+
+
 def uuid_strings(words: np.ndarray) -> pa.Array:
-    """Version-4-shaped UUID strings from pairs of random 64-bit words, built without a Python loop."""
+    """UUID strings (lower-case, dashed) from pairs of 64-bit words, built without a Python loop."""
     octets = words.astype(">u8").view(np.uint8).reshape(len(words), 16)
     digits = np.stack([_HEX[octets >> 4], _HEX[octets & 15]], axis=2).reshape(len(words), 32)
     dashed = np.insert(digits, [8, 12, 16, 20], b"-", axis=1)

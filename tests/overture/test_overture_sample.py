@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +43,16 @@ def test_a_release_is_laid_out_as_overtures(sample_root):
     assert sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 4_000
     assert all(pq.ParquetFile(f).metadata.num_row_groups == 25 for f in files)
     assert pq.ParquetFile(files[0]).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_ids_are_distinct_random_version_4_uuids_as_overtures_are(sample_root):
+    ids = _places(sample_root, CURRENT).column("id").to_pylist()
+    parsed = [uuid.UUID(i) for i in ids]
+    assert [str(u) for u in parsed] == ids
+    assert {(u.version, u.variant) for u in parsed} == {(4, uuid.RFC_4122)}
+    assert len(set(ids)) == len(ids)
+    # Random over the whole range: every leading hex digit occurs among 4,000 ids.
+    assert {i[0] for i in ids} == set("0123456789abcdef")
 
 
 def test_the_current_schema_has_taxonomy_and_operating_status(sample_root):
