@@ -508,8 +508,8 @@ def random_uuid_words(rng: np.random.Generator, count: int) -> np.ndarray:
     """``count`` random version 4 UUIDs, as Overture's ids are, each as a pair of 64-bit words (``uuid_strings``)."""
     words = rng.integers(0, 2**64, size=(count, 2), dtype=np.uint64)
     # The version and variant bits, set as uuid.uuid4 sets them; the other 122 bits are random.
-    words[:, 0] = (words[:, 0] & np.uint64(~0xF000 & (2**64 - 1))) | np.uint64(0x4000)
-    words[:, 1] = (words[:, 1] & np.uint64(2**62 - 1)) | np.uint64(2**63)
+    words[:, 0] = (words[:, 0] & np.uint64(0xFFFF_FFFF_FFFF_0FFF)) | np.uint64(0x0000_0000_0000_4000)
+    words[:, 1] = (words[:, 1] & np.uint64(0x3FFF_FFFF_FFFF_FFFF)) | np.uint64(0x8000_0000_0000_0000)
     return words
 
 
