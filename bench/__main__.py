@@ -124,7 +124,7 @@ def floor(index_dir: Path, runs: list[ImportRun]) -> tuple[int, int]:
     for run in runs:
         west, south, east, north = run.bbox
         rows = index.intersecting(south, north, longitude_ranges(west, east))
-        total += sum(length for *_, length in index.chunks(rows, query_column))
+        total += int(index.chunks(rows, query_column)[:, 3].sum())
         groups += len(rows)
     return total, groups
 

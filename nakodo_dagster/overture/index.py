@@ -29,7 +29,6 @@ rebuilds the index.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import datetime as dt
 import hashlib
@@ -44,7 +43,6 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Se
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,6 +78,9 @@ TAIL_BYTES = 2 * 1024 * 1024
 HOLE_BUDGET = 0.08
 # A range this long is split across connections, so that one big read does not serialise on one connection.
 MIN_PIECE_BYTES = 1024 * 1024
+# Offsets and row group numbers are keyed by their file's number in the bits above these (files up to 1 TiB).
+_FILE_SHIFT = 40
+_OFFSET_MASK = (1 << _FILE_SHIFT) - 1
 # Arrow's kMaxDictHeaderSize.
 ARROW_CHUNK_PADDING = 100
 _MAGIC = b"PAR1"
@@ -288,9 +289,10 @@ class ReleaseIndex:
             groups.setdefault(file_number, []).append(row_group)
         return groups
 
-    def chunks(self, rows: np.ndarray, columns: Callable[[str], bool]) -> list[tuple[int, int, int, int]]:
-        """(file number, row group, offset, length) of the wanted column chunks of the given index rows."""
-        found = []
+    def chunks(self, rows: np.ndarray, columns: Callable[[str], bool]) -> np.ndarray:
+        """The wanted column chunks of the given index rows: one row of (file number, row group, offset, length)
+        each, as an int64 array (arrays, not tuples: a country's read wants some 12,000 of them)."""
+        found = [np.empty((0, 4), dtype=np.int64)]
         for file_number, row_groups in self.groups(rows).items():
             # One index row group per release file: only the touched files' chunk lists are decoded.
             lists = self._stored.read_row_group(file_number, columns=["chunks"]).column("chunks").combine_chunks()
@@ -299,16 +301,19 @@ class ReleaseIndex:
             # found once, by their place in the first list.
             leaves = lists.values.field("column").slice(0, int(starts[1] - starts[0])).to_pylist()
             wanted = np.flatnonzero([columns(leaf) for leaf in leaves])
-            groups = np.asarray(row_groups)
+            groups = np.asarray(row_groups, dtype=np.int64)
             positions = (starts[groups][:, None] + wanted[None, :]).ravel()
-            offsets = lists.values.field("offset").to_numpy()[positions]
-            lengths = lists.values.field("length").to_numpy()[positions]
-            owners = np.repeat(groups, len(wanted))
-            found += [
-                (file_number, row_group, offset, length)
-                for row_group, offset, length in zip(owners.tolist(), offsets.tolist(), lengths.tolist(), strict=True)
-            ]
-        return found
+            found.append(
+                np.column_stack(
+                    [
+                        np.full(len(positions), file_number, dtype=np.int64),
+                        np.repeat(groups, len(wanted)),
+                        lists.values.field("offset").to_numpy()[positions],
+                        lists.values.field("length").to_numpy()[positions],
+                    ]
+                )
+            )
+        return np.concatenate(found)
 
 
 def index_folder(configured: str | Path | None, environ: Mapping[str, str]) -> Path:
@@ -486,41 +491,42 @@ def arrow_reads_past_chunks(created_by: str | None) -> bool:
     return (tuple(int(n or 0) for n in numbers.groups()) if numbers else (0, 0, 0)) < (1, 2, 9)
 
 
-def plan_requests(chunks: Sequence[tuple[int, int, int, int]]) -> list[tuple[int, int, int]]:
-    """The (file number, offset, length) requests that fetch the chunks: as few holes read through as bring the
-    requests down to the connections (within HOLE_BUDGET), long ranges split so that they share the connections."""
-    ranges: list[list[int]] = []
-    for file_number, _, offset, length in sorted(chunks, key=lambda c: (c[0], c[2])):
-        last = ranges[-1] if ranges else None
-        if last and last[0] == file_number and offset <= last[2]:
-            last[2] = max(last[2], offset + length)
-        else:
-            ranges.append([file_number, offset, offset + length])
-    needed = sum(end - start for _, start, end in ranges)
-    holes = sorted(
-        (ranges[i + 1][1] - ranges[i][2], i) for i in range(len(ranges) - 1) if ranges[i][0] == ranges[i + 1][0]
-    )
-    budget = HOLE_BUDGET * needed
-    merge_into_previous = set()
-    for hole, i in holes:
-        if hole > budget or len(ranges) - len(merge_into_previous) <= FETCH_WORKERS:
-            break
-        budget -= hole
-        merge_into_previous.add(i + 1)
-    merged: list[list[int]] = []
-    for i, current in enumerate(ranges):
-        if i in merge_into_previous:
-            merged[-1][2] = current[2]
-        else:
-            merged.append(list(current))
-    total = sum(end - start for _, start, end in merged)
-    piece = max(MIN_PIECE_BYTES, -(-total // FETCH_WORKERS))
-    requests = []
-    for file_number, start, end in merged:
-        count = max(1, (end - start) // piece)
-        edges = np.linspace(start, end, count + 1).astype(np.int64)
-        requests += [(file_number, int(a), int(b - a)) for a, b in pairwise(edges)]
-    return requests
+def plan_requests(chunks: np.ndarray | Sequence[tuple[int, int, int, int]]) -> np.ndarray:
+    """The (file number, offset, length) requests that fetch the chunks, one row each: as few holes read through
+    as bring the requests down to the connections (within HOLE_BUDGET), long ranges split so that they share the
+    connections."""
+    chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
+    if not len(chunks):
+        return np.empty((0, 3), dtype=np.int64)
+    files, offsets, lengths = chunks[:, 0], chunks[:, 2], chunks[:, 3]
+    order = np.lexsort((offsets, files))
+    # Positions keyed by file, so that a range never runs on into the next file.
+    starts = _keyed(files[order], offsets[order])
+    ends = starts + lengths[order]
+    # Chunks that touch or overlap make one range: a range ends where the next chunk starts past all before it.
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(np.concatenate([[True], starts[1:] > reach[:-1]]))
+    range_starts, range_ends = starts[first], np.maximum.reduceat(ends, first)
+    needed = int((range_ends - range_starts).sum())
+    holes = range_starts[1:] - range_ends[:-1]
+    same_file = (range_starts[1:] >> _FILE_SHIFT) == (range_ends[:-1] >> _FILE_SHIFT)
+    # Smallest holes first, while they fit the budget and the requests outnumber the connections.
+    candidates = np.flatnonzero(same_file)
+    candidates = candidates[np.argsort(holes[candidates], kind="stable")]
+    affordable = int(np.searchsorted(np.cumsum(holes[candidates]), HOLE_BUDGET * needed, side="right"))
+    read_through = candidates[: min(affordable, max(0, len(range_starts) - FETCH_WORKERS))]
+    kept = np.ones(len(range_starts), dtype=bool)
+    kept[read_through + 1] = False
+    merged_starts = range_starts[kept]
+    merged_ends = np.maximum.reduceat(range_ends, np.flatnonzero(kept))
+    spans = merged_ends - merged_starts
+    piece = max(MIN_PIECE_BYTES, -(-int(spans.sum()) // FETCH_WORKERS))
+    pieces = np.maximum(1, spans // piece)
+    owner = np.repeat(np.arange(len(spans)), pieces)
+    number = np.arange(len(owner)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    piece_starts = merged_starts[owner] + spans[owner] * number // pieces[owner]
+    piece_ends = merged_starts[owner] + spans[owner] * (number + 1) // pieces[owner]
+    return np.column_stack([piece_starts >> _FILE_SHIFT, piece_starts & _OFFSET_MASK, piece_ends - piece_starts])
 
 
 class LandingRowGroups:
@@ -582,34 +588,38 @@ def landing_row_groups(
         fetcher.join()
 
 
-def _waits(
-    requests: Sequence[tuple[int, int, int]], chunks: Sequence[tuple[int, int, int, int]]
-) -> list[list[tuple[int, int]]]:
-    """For each request, the (file number, row group) it carries bytes of: those whose wanted chunks' span it meets.
+def carried_row_groups(requests: np.ndarray, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The row groups the requests carry bytes of: (file number, row group) rows, sorted by file and position, and
+    for each request the first and past-the-last of them it meets (those whose wanted chunks' span it meets).
 
     A request inside a read-through hole of a row group's span counts too: a row group then waits for a request
     it did not need, never decodes before one it did.
     """
-    spans: dict[tuple[int, int], list[int]] = {}
-    for file_number, group, offset, length in chunks:
-        span = spans.setdefault((file_number, group), [offset, offset + length])
-        span[0], span[1] = min(span[0], offset), max(span[1], offset + length)
-    by_file: dict[int, list[tuple[int, int, int]]] = {}
-    for (file_number, group), (start, end) in sorted(spans.items(), key=lambda item: (item[0][0], item[1][0])):
-        by_file.setdefault(file_number, []).append((start, end, group))
-    starts = {file_number: [start for start, _, _ in groups] for file_number, groups in by_file.items()}
-    waits = []
-    for file_number, offset, length in requests:
-        groups = by_file[file_number]
-        # Row groups' spans do not overlap and are sorted: the first that may meet the request, then onwards.
-        i = max(0, bisect.bisect_right(starts[file_number], offset) - 1)
-        met = []
-        while i < len(groups) and groups[i][0] < offset + length:
-            if groups[i][1] > offset:
-                met.append((file_number, groups[i][2]))
-            i += 1
-        waits.append(met)
-    return waits
+    chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
+    requests = np.asarray(requests, dtype=np.int64).reshape(-1, 3)
+    if not len(chunks):
+        nothing = np.zeros(len(requests), dtype=np.int64)
+        return np.empty((0, 2), dtype=np.int64), nothing, nothing
+    # Each row group's span, from its first wanted byte to its last; spans do not overlap, so sorted by start
+    # they are sorted by end too, and the ones a request meets are a run of them.
+    keys = _keyed(chunks[:, 0], chunks[:, 1])
+    order = np.lexsort((chunks[:, 2], keys))
+    keys, starts = keys[order], _keyed(chunks[order, 0], chunks[order, 2])
+    first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    span_starts = starts[first]
+    span_ends = np.maximum.reduceat(starts + chunks[order, 3], first)
+    by_position = np.argsort(span_starts, kind="stable")
+    span_starts, span_ends = span_starts[by_position], span_ends[by_position]
+    row_groups = np.column_stack([span_starts >> _FILE_SHIFT, keys[first][by_position] & _OFFSET_MASK])
+    request_starts = _keyed(requests[:, 0], requests[:, 1])
+    first_met = np.searchsorted(span_ends, request_starts, side="right")
+    past_met = np.searchsorted(span_starts, request_starts + requests[:, 2], side="left")
+    return row_groups, first_met, np.maximum(first_met, past_met)
+
+
+def _keyed(file_numbers: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Values (offsets, row group numbers) keyed by their file: ordered by file first, then by value."""
+    return (file_numbers << _FILE_SHIFT) | values
 
 
 async def _read_row_groups(
@@ -621,9 +631,13 @@ async def _read_row_groups(
 ) -> None:
     chunks = index.chunks(rows, columns)
     requests = plan_requests(chunks)
-    waits = _waits(requests, chunks)
-    pending = Counter(key for met in waits for key in met)
-    unready = Counter(file_number for file_number, _ in pending)
+    row_groups, first_met, past_met = carried_row_groups(requests, chunks)
+    # How many requests each row group still waits for: each request adds one to a run of them.
+    starts_and_ends = np.zeros(len(row_groups) + 1, dtype=np.int64)
+    np.add.at(starts_and_ends, first_met, 1)
+    np.add.at(starts_and_ends, past_met, -1)
+    pending = np.cumsum(starts_and_ends[:-1])
+    unready = Counter(row_groups[:, 0].tolist())
     ready: dict[int, list[int]] = {}
     # Each file is decoded from one buffer of its full size: only the fetched pages are ever touched (the rest is
     # never committed), and Arrow reads it natively instead of through a Python file object.
@@ -648,7 +662,7 @@ async def _read_row_groups(
             landed(await loop.run_in_executor(pool, decode, file_number, groups, await footers[file_number]))
 
         decodes: list[asyncio.Future[None]] = []
-        fetches = [asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(requests)]
+        fetches = [asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(requests.tolist())]
         try:
             # Row groups are decoded in batches as their last pieces land, while later requests are still out.
             for done in asyncio.as_completed(fetches):
@@ -656,11 +670,11 @@ async def _read_row_groups(
                 if file_number not in buffers:
                     buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
                 buffers[file_number][offset : offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
-                for key in waits[number]:
-                    pending[key] -= 1
-                    if not pending[key]:
-                        ready.setdefault(key[0], []).append(key[1])
-                        unready[key[0]] -= 1
+                met = slice(first_met[number], past_met[number])
+                pending[met] -= 1
+                for landed_file, group in row_groups[met][pending[met] == 0].tolist():
+                    ready.setdefault(landed_file, []).append(group)
+                    unready[landed_file] -= 1
                 batch = ready.get(file_number, [])
                 if batch and (len(batch) >= DECODE_BATCH_ROW_GROUPS or not unready[file_number]):
                     groups = sorted(ready.pop(file_number))

@@ -23,6 +23,7 @@ from nakodo_dagster.overture.index import (
     StaleIndex,
     arrow_reads_past_chunks,
     build_index,
+    carried_row_groups,
     index_folder,
     index_path,
     landing_row_groups,
@@ -238,9 +239,10 @@ def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_rang
     needed = sum(length for *_, length in chunks)
     assert needed <= sum(n for *_, n in requests) <= (1 + HOLE_BUDGET) * needed
     # A row group waits for every request that carries bytes of one of its chunks.
-    waits = release_index._waits(requests, chunks)
+    row_groups, first_met, past_met = carried_row_groups(requests, chunks)
+    waits = [{tuple(key) for key in row_groups[a:b].tolist()} for a, b in zip(first_met, past_met, strict=True)]
     for file_number, group, offset, length in chunks:
-        for (f, o, n), met in zip(requests, waits, strict=True):
+        for (f, o, n), met in zip(requests.tolist(), waits, strict=True):
             if f == file_number and o < offset + length and offset < o + n:
                 assert (file_number, group) in met
     # Some holes were read through: fewer requests than runs of adjacent chunks.
