@@ -71,10 +71,11 @@ INDEX_FOLDER_NAME = "overture_index"
 # Parquet footers are read from the end. Overture's run to about 1.4 MB (256 row groups of some fifty columns): a
 # 2 MiB tail gets one in the first round trip, and a longer one takes a second.
 TAIL_BYTES = 2 * 1024 * 1024
-# Reading a hole between two needed ranges costs bytes, a request beyond one per connection costs a round trip:
-# holes are read through, smallest first, until the requests fit the connections or they would add this share.
-# Overture's needed columns sit between unneeded ones (geometry, sources, names' rules): a larger share reads those
-# too, and a round trip of 40 ms costs less than the bytes do on any link slower than loopback.
+# Reading a hole between two needed ranges costs bytes; a request costs a round trip beyond one per connection, and
+# CPU on both ends however many connections there are (0.4 ms of the reader's on the bench): holes are read through,
+# smallest first, until they would add this share. Overture's needed columns sit between unneeded ones (geometry,
+# sources, names' rules): a larger share reads those too, and a round trip of 40 ms costs less than the bytes do on
+# any link slower than loopback.
 HOLE_BUDGET = 0.08
 # A range this long is split across connections, so that one big read does not serialise on one connection.
 MIN_PIECE_BYTES = 1024 * 1024
@@ -492,9 +493,8 @@ def arrow_reads_past_chunks(created_by: str | None) -> bool:
 
 
 def plan_requests(chunks: np.ndarray | Sequence[tuple[int, int, int, int]]) -> np.ndarray:
-    """The (file number, offset, length) requests that fetch the chunks, one row each: as few holes read through
-    as bring the requests down to the connections (within HOLE_BUDGET), long ranges split so that they share the
-    connections."""
+    """The (file number, offset, length) requests that fetch the chunks, one row each: the smallest holes read
+    through, as many as HOLE_BUDGET allows, and long ranges split so that they share the connections."""
     chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
     if not len(chunks):
         return np.empty((0, 3), dtype=np.int64)
@@ -510,11 +510,11 @@ def plan_requests(chunks: np.ndarray | Sequence[tuple[int, int, int, int]]) -> n
     needed = int((range_ends - range_starts).sum())
     holes = range_starts[1:] - range_ends[:-1]
     same_file = (range_starts[1:] >> _FILE_SHIFT) == (range_ends[:-1] >> _FILE_SHIFT)
-    # Smallest holes first, while they fit the budget and the requests outnumber the connections.
+    # Smallest holes first, while they fit the budget.
     candidates = np.flatnonzero(same_file)
     candidates = candidates[np.argsort(holes[candidates], kind="stable")]
     affordable = int(np.searchsorted(np.cumsum(holes[candidates]), HOLE_BUDGET * needed, side="right"))
-    read_through = candidates[: min(affordable, max(0, len(range_starts) - FETCH_WORKERS))]
+    read_through = candidates[:affordable]
     kept = np.ones(len(range_starts), dtype=bool)
     kept[read_through + 1] = False
     merged_starts = range_starts[kept]

@@ -254,6 +254,17 @@ def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_rang
     assert sum(n for *_, n in split) == sum(n for *_, n in requests)
 
 
+def test_small_holes_are_read_through_even_when_the_requests_would_fit_the_connections():
+    # Ten needed chunks of one file with nine holes between them: eight of 100 bytes, one of 50,000. The small ones
+    # cost 0.8% of the needed bytes and save eight requests; the large one is kept out.
+    chunks, offset = [], 4
+    for group in range(10):
+        chunks.append((0, group, offset, 10_000))
+        offset += 10_000 + (50_000 if group == 4 else 100)
+    requests = plan_requests(chunks)
+    assert requests.tolist() == [[0, 4, 50_400], [0, 100_404, 50_400]]
+
+
 class _RecordingS3(BaseHTTPRequestHandler):
     """Answers every range GET from a fixed object (ETag "v1") and remembers each request's headers."""
 
