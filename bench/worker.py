@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from nakodo_dagster.overture.duck import s3_settings
 from nakodo_dagster.overture.index import build_index
-from nakodo_dagster.overture.reader import read_places
+from nakodo_dagster.overture.reader import query_column, read_places
 from nakodo_dagster.placement import ImportRun
 
 # At most two import runs execute at once, as Dagster's queue allows.
@@ -58,7 +58,7 @@ def measure(spec: dict) -> dict:
     """Run one reader over a case's runs, two at a time; the read's wall time, rows and peak memory."""
     if spec["reader"] == "build":
         started = time.perf_counter()
-        index, _ = build_index(spec["root"], spec["release"], spec["index_dir"])
+        index, _ = build_index(spec["root"], spec["release"], spec["index_dir"], query_column)
         seconds = time.perf_counter() - started
         return {"seconds": seconds, "rows": len(index.row_groups), "peak_mb": peak_mb()}
     runs = [ImportRun.from_payload(payload) for payload in spec["runs"]]

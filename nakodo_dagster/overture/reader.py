@@ -181,13 +181,14 @@ def _read_with_index(
     index = load_index(index_path(root, release, index_dir))
     spent = []
     if index is None:
-        index, cost = build_index(root, release, index_dir)
+        index, cost = build_index(root, release, index_dir, query_column)
         spent.append(cost)
     try:
         table, schema, cost = _query_landing(run, root, index, release)
     except StaleIndex:
-        # A file changed under the same release name: the index is rebuilt once, and the read repeated on it.
-        index, rebuilt = build_index(root, release, index_dir)
+        # A file changed under the same release name (or the index was built for other columns): the index is
+        # rebuilt once, and the read repeated on it.
+        index, rebuilt = build_index(root, release, index_dir, query_column)
         table, schema, cost = _query_landing(run, root, index, release)
         spent.append(rebuilt)
     spent.append(cost)

@@ -154,6 +154,26 @@ def test_the_index_holds_what_the_footers_say(sample_root, tmp_path, monkeypatch
                 assert (chunk["offset"], chunk["length"]) == (start, column.total_compressed_size)
 
 
+def test_an_index_holds_the_ranges_of_the_columns_it_was_built_for_and_a_read_wanting_others_rebuilds_it(
+    sample_root, tmp_path
+):
+    def bbox_only(leaf: str) -> bool:
+        return leaf.startswith("bbox.")
+
+    index, _ = build_index(sample_root, CURRENT, tmp_path, bbox_only)
+    for row in pq.read_table(index.path, columns=["chunks"]).column("chunks").to_pylist():
+        assert [c["offset"] >= 0 for c in row] == [bbox_only(c["column"]) for c in row]
+    every_row_group = np.arange(len(index.row_groups))
+    assert len(index.chunks(every_row_group, bbox_only)) == 4 * len(every_row_group)
+    with pytest.raises(StaleIndex, match="built for other columns"):
+        index.chunks(every_row_group, query_column)
+    run = RUNS["country"]
+    read = read_places(run, str(sample_root), CURRENT, index_dir=tmp_path)
+    assert read.table.equals(read_places(run, str(sample_root), CURRENT, index_dir=None).table)
+    rebuilt = load_index(index.path)
+    assert len(rebuilt.chunks(every_row_group, query_column)) > len(every_row_group)
+
+
 @pytest.mark.parametrize("name", list(RUNS))
 def test_pruning_selects_exactly_the_row_groups_whose_statistics_meet_the_box(sample_root, tmp_path, name):
     run = RUNS[name]
