@@ -2,11 +2,11 @@
 
 The expensive part of reading Overture over HTTP is the Parquet footers (about 1.4 MB per file, 16 files), not
 the places a run keeps. The index reads each footer once per release and stores, per row group: the file, the
-row group's number and row count, its ``bbox`` statistics (xmin min, xmax max, ymin min, ymax max) and the byte
-range of every column chunk as Arrow reads it; plus each file's footer itself, which pyarrow needs to decode a row
-group. It lives in ``<folder>/<root-hash>/<release>.parquet`` (one index row group per release file, so a run loads
-only the footers of the files it touches), written aside and renamed into place, and every run and process reuses
-it.
+row group's number and row count, its ``bbox`` statistics (xmin min, xmax max, ymin min, ymax max) and its column
+chunks, every one named and those the reader reads with their byte range as Arrow reads it; plus each file's footer
+itself, which pyarrow needs to decode a row group. It lives in ``<folder>/<root-hash>/<release>.parquet`` (one
+index row group per release file, so a run loads only the footers of the files it touches), written aside and
+renamed into place, and every run and process reuses it.
 The folder is ``OvertureResource.index`` (``NAKODO_OVERTURE_INDEX``); unset, ``index_folder`` puts it beside a
 DuckDB store or in the user's cache, never under the working folder.
 
