@@ -280,6 +280,13 @@ def test_the_production_topology_imports_a_campaign_two_runs_at_a_time(database,
         ),
         encoding="utf-8",
     )
+    # Dagster's storage made once before the services start, as an operator's `dagster instance migrate` does: the
+    # webserver and the daemon, started at once against an empty database, both create its tables, and the one that
+    # loses (PostgreSQL: type "instigators" already exists) exits. Kubernetes would restart its pod; nothing here does.
+    migrated = subprocess.run(
+        [str(BIN / "dagster"), "instance", "migrate"], env=dagster_env, capture_output=True, text=True, timeout=120
+    )
+    assert migrated.returncode == 0, f"dagster instance migrate: {migrated.stdout}\n{migrated.stderr}"
     topology = Topology(tmp_path)
     topology.webserver_port = free_port()
     try:
