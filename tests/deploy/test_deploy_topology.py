@@ -253,14 +253,16 @@ def test_the_production_topology_imports_a_campaign_two_runs_at_a_time(database,
         "NAKODO_OVERTURE_INDEX": str(tmp_path / "overture_index"),
     }
 
-    def nakodo(*args: str) -> str:
+    def command(env: dict[str, str], program: str, *args: str) -> str:
         done = subprocess.run(
-            [str(BIN / "nakodo"), *args], cwd=tmp_path, env=nakodo_env, capture_output=True, text=True, timeout=120
+            [str(BIN / program), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
         )
-        assert done.returncode == 0, f"nakodo {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, f"{program} {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    added = nakodo(
+    added = command(
+        nakodo_env,
+        "nakodo",
         "campaign", "add", "--name", "Leeds cafes and pubs", "--at", f"{CENTRE[0]},{CENTRE[1]}",
         "--radius-km", str(RADIUS_KM), *[arg for c in CATEGORIES for arg in ("--category", c)],
     )  # fmt: skip
@@ -283,10 +285,7 @@ def test_the_production_topology_imports_a_campaign_two_runs_at_a_time(database,
     # Dagster's storage made once before the services start, as an operator's `dagster instance migrate` does: the
     # webserver and the daemon, started at once against an empty database, both create its tables, and the one that
     # loses (PostgreSQL: type "instigators" already exists) exits. Kubernetes would restart its pod; nothing here does.
-    migrated = subprocess.run(
-        [str(BIN / "dagster"), "instance", "migrate"], env=dagster_env, capture_output=True, text=True, timeout=120
-    )
-    assert migrated.returncode == 0, f"dagster instance migrate: {migrated.stdout}\n{migrated.stderr}"
+    command(dagster_env, "dagster", "instance", "migrate")
     topology = Topology(tmp_path)
     topology.webserver_port = free_port()
     try:
@@ -350,7 +349,8 @@ def test_the_production_topology_imports_a_campaign_two_runs_at_a_time(database,
         assert businesses, "the campaign found businesses"
 
         # An analyst reads the results with the CLI, from the same store.
-        rows = list(csv.DictReader(io.StringIO(nakodo("results", str(campaign), "--format", "csv"))))
+        exported = command(nakodo_env, "nakodo", "results", str(campaign), "--format", "csv")
+        rows = list(csv.DictReader(io.StringIO(exported)))
         assert [row["id"] for row in rows] == [business["id"] for business in businesses]
         assert {row["category"] for row in rows} <= set(CATEGORIES)
         distances = [float(row["distance_km"]) for row in rows]
