@@ -19,6 +19,7 @@ import signal
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from multiprocessing.context import ForkServerContext
 from typing import Any, Self
@@ -49,6 +50,10 @@ DEFAULT_PRELOAD = (
 )
 # How long a worker asked to stop has to end its run before it is killed: taking back its marks takes a moment.
 KILL_GRACE_SECONDS = 60.0
+# How long a launcher being disposed (the daemon stopping: `make run` stopped) waits for the runs it started to end
+# cancelled before it kills what is left: well within the 30 s a service manager gives a stop, and within
+# `dagster dev`'s wait for its daemon.
+STOP_GRACE_SECONDS = 15.0
 
 
 def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
@@ -105,6 +110,9 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         self._inst_data = inst_data
         self._preload = tuple(dict.fromkeys([*DEFAULT_PRELOAD, *preload_modules]))
         self._context: ForkServerContext | None = None
+        # The workers this launcher forked, by run id, with each one's start time: the ones still running when it
+        # is disposed are cancelled. Forgotten once ended.
+        self._workers: dict[str, tuple[int, str]] = {}
         super().__init__()
 
     @property
@@ -144,6 +152,12 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         )
         # No handle is kept: multiprocessing forgets a finished worker at the next start, closing its descriptors.
         worker.start()
+        self._workers = {
+            run_id: (pid, started) for run_id, (pid, started) in self._workers.items() if _running(pid, started)
+        }
+        started = _start_time(worker.pid)
+        if started is not None:
+            self._workers[run.run_id] = (worker.pid, started)
         self._instance.add_run_tags(
             run.run_id, {tags.RUN_WORKER_PID: str(worker.pid), tags.RUN_WORKER_HOST: socket.gethostname()}
         )
@@ -183,6 +197,44 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
             killer.daemon = True
             killer.start()
         return True
+
+    def dispose(self) -> None:
+        """Cancel the runs this launcher started that are still running, as a cancel from the UI does (their marks
+        taken back, the runs CANCELED), and wait for them to end.
+
+        The workers are forks of the fork server, not children of the launching process: without this a daemon that
+        stops leaves them running with nobody to watch them. What is still running after STOP_GRACE_SECONDS is
+        killed; run monitoring fails those runs on the next start.
+        """
+        running = {run_id: worker for run_id, worker in self._workers.items() if _running(*worker)}
+        for run_id in running:
+            self.terminate(run_id)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while any(_running(*worker) for worker in running.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid, started in running.values():
+            _kill_if_still_running(pid, started)
+        self._workers.clear()
+        self._end_cancelled(list(running))
+        super().dispose()
+
+    def _end_cancelled(self, run_ids: list[str]) -> None:
+        """Runs whose worker ended without ending them (interrupted while still starting, before its step could
+        take its marks back) end CANCELED, and their marks are freed here: the sensor that frees a cancelled run's
+        marks does not tick while the daemon is stopped."""
+        from nakodo_dagster import settings
+        from nakodo_dagster.sensors.failure_sensor import held_marks
+        from nakodo_dagster.store import open_store
+
+        unfinished = [run for run in map(self._instance.get_run_by_id, run_ids) if run and not run.is_finished]
+        if not unfinished:
+            return
+        store = open_store(settings.value("NAKODO_DATABASE"))
+        for run in unfinished:
+            self._instance.report_run_canceled(run, message="Cancelled: the daemon that launched it stopped.")
+            marks = held_marks(run, store)
+            if marks is not None:
+                store.take_back(marks.pairs, marks.stamp)
 
     @property
     def supports_check_run_worker_health(self) -> bool:
@@ -228,7 +280,12 @@ def _start_time(pid: int) -> str | None:
     return stat[19] if stat else None
 
 
+def _running(pid: int, started: str) -> bool:
+    """Whether the process that started at ``started`` still runs (not another that took its pid since)."""
+    return _start_time(pid) == started and _alive(pid)
+
+
 def _kill_if_still_running(pid: int, started: str) -> None:
-    if _start_time(pid) == started and _alive(pid):
+    if _running(pid, started):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
