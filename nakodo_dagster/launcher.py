@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -25,8 +26,10 @@ from multiprocessing.context import ForkServerContext
 from typing import Any, Self
 
 import dagster as dg
+from dagster._core.events import JobFailureData
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
+from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._grpc.types import ExecuteRunArgs
@@ -64,9 +67,30 @@ def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
 
     os.environ.clear()
     os.environ.update(environment)
+    logging.setLoggerClass(_TerminalLogger)
     run = deserialize_value(arguments, ExecuteRunArgs)
     with _event_log_held_open(run.instance_ref, run.run_id):
         execute_run_command.main(args=[arguments], standalone_mode=False)
+
+
+class _TerminalLogger(logging.Logger):
+    """The class of the loggers a run's worker makes, the console logger that prints to the terminal among them.
+
+    A run that fails because a step failed carries that step's error again on its RUN_FAILURE event, and Dagster's
+    console logger printed its chained traceback a second time (170 lines for one unreadable file). Here the run's
+    failure prints its own line only; the step's failure above it has the traceback, and the event log keeps both
+    events whole for the UI.
+    """
+
+    def handle(self, record: logging.LogRecord) -> None:
+        metadata = getattr(record, LOG_RECORD_METADATA_ATTR, None)
+        event = metadata.get("dagster_event") if isinstance(metadata, dict) else None
+        data = event.event_specific_data if event is not None else None
+        if isinstance(data, JobFailureData) and data.first_step_failure_event is not None and data.error:
+            repeated = f"\n\n{data.error.to_string()}"
+            if isinstance(record.msg, str) and record.msg.endswith(repeated):
+                record.msg = record.msg.removesuffix(repeated) + " The step's error is above."
+        super().handle(record)
 
 
 def _sqlite_event_log(instance: InstanceRef | None) -> SqliteEventLogStorage | None:

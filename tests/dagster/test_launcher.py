@@ -61,9 +61,22 @@ def stubborn() -> None:
     time.sleep(120)
 
 
+@dg.op
+def fail() -> None:
+    try:
+        raise KeyError("the cause")
+    except KeyError as cause:
+        raise ValueError("the headline") from cause
+
+
 @dg.job(executor_def=dg.in_process_executor)
 def answer_job():
     answer()
+
+
+@dg.job
+def failing_job():
+    fail()
 
 
 @dg.job(executor_def=dg.in_process_executor)
@@ -80,12 +93,14 @@ _FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.Dagste
 
 @pytest.fixture
 def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dg.DagsterInstance]:
-    """A real instance with the project's run launcher, as the embedded default's dagster.yaml configures it."""
+    """A real instance with the project's run launcher and log level, as the embedded default's dagster.yaml
+    configures them."""
     monkeypatch.setenv("LAUNCHER_TEST_OUT", str(tmp_path / "out.txt"))
-    launcher = yaml.safe_load(DAGSTER_YAML.read_text())["run_launcher"]
+    configured = yaml.safe_load(DAGSTER_YAML.read_text())
+    overrides = {key: configured[key] for key in ("run_launcher", "python_logs")}
     home = tmp_path / "home"
     home.mkdir()
-    with dg.instance_for_test(overrides={"run_launcher": launcher}, temp_dir=str(home)) as instance:
+    with dg.instance_for_test(overrides=overrides, temp_dir=str(home)) as instance:
         yield instance
 
 
@@ -126,6 +141,28 @@ def test_the_embedded_default_forks_each_runs_worker_from_the_fork_server(instan
     # The worker's parent is the fork server, not this process.
     assert int(pid) != os.getpid() and int(parent) != os.getpid()
     assert run.tags[tags.RUN_WORKER_PID] == pid
+
+
+def test_a_run_launched_without_loggers_prints_info_and_its_failure_once(instance, tmp_path, capfd):
+    # As the UI's Materialize launches a run: no logger in its run config, Dagster's multiprocess executor.
+    run_id = _launch(instance, _write_jobs(tmp_path, "first"), "failing_job")
+    run = _wait_for(instance, run_id, _FINISHED)
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    # The worker prints an event after it stores it: read what it printed once it is gone.
+    worker = int(run.tags[tags.RUN_WORKER_PID])
+    deadline = time.monotonic() + 30
+    while launcher_module._alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    printed = "".join(capfd.readouterr())
+    assert " - DEBUG - " not in printed
+    assert " - STEP_FAILURE - " in printed and " - RUN_FAILURE - " in printed
+    # The step's chained traceback once, under the step's failure; the run's failure is one line.
+    assert printed.count("ValueError: the headline") == 1, printed
+    assert printed.count("The above exception was caused by the following exception") == 1, printed
+    # Every event is still in the event log, for the UI.
+    logged = {record.dagster_event_type for record in instance.all_logs(run_id)}
+    assert {dg.DagsterEventType.STEP_START, dg.DagsterEventType.RUN_FAILURE} <= logged
 
 
 def test_a_run_runs_the_code_as_it_is_when_launched_not_as_it_was_when_the_fork_server_started(instance, tmp_path):
