@@ -161,8 +161,9 @@ with dg.DagsterInstance.from_config(sys.argv[1]) as instance:
 
 
 def test_a_run_launched_without_loggers_prints_info_and_its_failure_once(tmp_path):
-    # As the UI's Materialize launches a run: no logger in its run config, on the embedded default's instance. A process of its own: what its fork server and their workers print is what a
-    # terminal shows (this process's fork server may date from another test).
+    # As the UI's Materialize launches a run: no logger in its run config, on the embedded default's instance. In a
+    # process of its own: what its fork server's workers print is what a terminal shows (this process's fork server
+    # may date from another test, with that test's captured output).
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").symlink_to(DAGSTER_YAML)
