@@ -33,11 +33,11 @@ $(DAGSTER_HOME)/dagster.yaml:
 # workspace.yaml names the code location; `dg dev` takes no workspace file, so Dagster's own `dagster dev` serves
 # it (its "superseded" notice, about that, is the one warning left out). Warnings and errors only: the runs' event
 # stream is in the UI. exec: make hands a SIGTERM to dagster dev, which stops the webserver, the daemon, the code
-# server and the runs it started.
+# server and the runs it started; nakodo_dagster.interruptible makes sure it hears it, however make was started.
 run: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	@$(BIN)/nakodo demo
 	@echo "Dagster UI on http://127.0.0.1:$(PORT) (import_sensor, search_sensor: imports two at a time, then searches); Ctrl-C stops everything."
-	@PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' exec $(BIN)/dagster dev -w workspace.yaml -p $(PORT) --log-level warning
+	@PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' exec $(BIN)/python -m nakodo_dagster.interruptible $(BIN)/dagster dev -w workspace.yaml -p $(PORT) --log-level warning
 
 test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff check nakodo_dagster tests bench scripts

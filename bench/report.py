@@ -382,7 +382,7 @@ def _overture_lines(results: dict, summary: dict) -> list[str]:
     lines = [
         f"## Reading at Overture's scale (measured {_when(results, 'overture')})",
         "",
-        f"Issue 22's setting, beside the one above: {overture['rows']:,} places in {overture['files']} files of "
+        f"Overture's scale, beside the one above: {overture['rows']:,} places in {overture['files']} files of "
         f"{overture['row_groups_per_file']} row groups ({_mb(overture['release_bytes'])}), served by moto on loopback "
         f"behind the proxy adding {overture['latency_ms']:g} ms to every request. Each read runs in a fresh process, "
         f"{overture['repeat']} times, this project and the pyarrow dataset in turn (so that the machine's other work "
@@ -468,7 +468,7 @@ def _sensor_lines(results: dict, summary: dict) -> list[str]:
         "the definitions' resources pointed at the store, on a real instance), timed whole. The runs a tick asks "
         "for are created in the instance as the daemon does and left queued, so the next tick sees the queue as "
         "it would be; the import sensor's next tick carries the first tick's cursor. A next tick is the median of "
-        f"{results['parameters'].get('tick_repeat', 1)} evaluations. Targets: the issue's on PostgreSQL "
+        f"{results['parameters'].get('tick_repeat', 1)} evaluations. Targets: the project's on PostgreSQL "
         f"(first tick under 5 s and next tick under 1 s at 1,000 and 10,000; under 30 s and 5 s at 100,000); every "
         "other tick, "
         f"DuckDB's included, under {NEAR_TIMEOUT_S:g} s, half of Dagster's 60 s sensor timeout.",

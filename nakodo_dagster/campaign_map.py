@@ -34,8 +34,9 @@ LABEL_COLOUR = "#555555"
 # A 480 x 480 PNG: big enough to read in the UI's metadata panel, small enough to keep in every map's event.
 FIGURE_INCHES, FIGURE_DPI = 6, 80
 # Where a country's name may go: the points of a LABEL_GRID x LABEL_GRID grid over the view inside the country,
-# nearest its visible middle first, at most LABEL_TRIES of them.
-LABEL_GRID, LABEL_TRIES = 9, 6
+# nearest its visible middle first, at most LABEL_TRIES of them (enough to find room beside a city's businesses,
+# which crowd the middle of the view).
+LABEL_GRID, LABEL_TRIES = 9, 30
 # Pixels kept clear around each label.
 LABEL_MARGIN = 2
 
@@ -142,12 +143,16 @@ def _label_spots(axes: Axes, drawn: list[tuple[str, Path]]) -> list[tuple[str, l
     return sorted(spots, key=lambda spot: -len(spot[1]))
 
 
-def _label_countries(axes: Axes, drawn: list[tuple[str, Path]], taken: list[Bbox]) -> None:
-    """Name the countries in view where a name fits: inside the axes, clear of every name already placed and of
-    ``taken`` (the legend). A country with no such place goes unnamed rather than written over another."""
+def _label_countries(
+    axes: Axes, drawn: list[tuple[str, Path]], taken: list[Bbox], points: list[tuple[float, float]]
+) -> None:
+    """Name the countries in view where a name fits: inside the axes, clear of every name already placed, of
+    ``taken`` (the legend) and of every business in ``points`` (x, y in data units): the names are background, the
+    businesses are what the map is for. A country with no such place goes unnamed rather than written over."""
     renderer = axes.figure.canvas.get_renderer()
     frame = axes.get_window_extent(renderer)
     placed = list(taken)
+    shown = axes.transData.transform(np.array(points, dtype=float).reshape(-1, 2))
     for name, spots in _label_spots(axes, drawn):
         for x, y in spots:
             label = axes.text(
@@ -165,7 +170,10 @@ def _label_countries(axes: Axes, drawn: list[tuple[str, Path]], taken: list[Bbox
             )
             box = label.get_window_extent(renderer).padded(LABEL_MARGIN)
             fits = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-            if fits and not any(box.overlaps(other) for other in placed):
+            covers = (
+                (shown[:, 0] >= box.x0) & (shown[:, 0] <= box.x1) & (shown[:, 1] >= box.y0) & (shown[:, 1] <= box.y1)
+            )
+            if fits and not covers.any() and not any(box.overlaps(other) for other in placed):
                 placed.append(box)
                 break
             label.remove()
@@ -215,8 +223,9 @@ def campaign_map(
             ]
             axes.plot([_unwrap(p["lon2"], centre) for p in ring], [p["lat2"] for p in ring], color="#1f4e8c")
     points = list(businesses)
+    shown = [(_unwrap(lng, centre), lat) for lat, lng in points]
     if points:
-        axes.scatter([_unwrap(lng, centre) for _, lng in points], [lat for lat, _ in points], s=4, color="#111111")
+        axes.scatter([x for x, _ in shown], [y for _, y in shown], s=4, color="#111111")
     axes.autoscale_view()
     # Degrees of longitude shrink towards the poles: at the view's middle latitude a kilometre is as long east
     # as north.
@@ -230,7 +239,7 @@ def campaign_map(
     border = Line2D([], [], color=BORDER_COLOUR, linewidth=0.6, label="border or coast")
     states = [Patch(color=c, alpha=0.5, label=s) for s, c in STATE_COLOURS.items()]
     legend = axes.legend(handles=[*states, border], loc="lower right", fontsize=8)
-    _label_countries(axes, drawn, [legend.get_window_extent(figure.canvas.get_renderer())])
+    _label_countries(axes, drawn, [legend.get_window_extent(figure.canvas.get_renderer())], shown)
     return figure
 
 

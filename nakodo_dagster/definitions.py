@@ -5,7 +5,7 @@ import warnings
 import dagster as dg
 
 from nakodo_dagster.assets.campaign_search import campaign_search
-from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
+from nakodo_dagster.assets.coverage import places_coverage_sensor
 from nakodo_dagster.assets.places import places
 from nakodo_dagster.jobs.by_hand import reimport_places, search_campaigns_by_hand
 from nakodo_dagster.jobs.import_places import import_places
@@ -17,7 +17,6 @@ from nakodo_dagster.sensors.search_sensor import search_sensor
 
 defs = dg.Definitions(
     assets=[places, campaign_search],
-    asset_checks=[needed_pairs_fresh_or_coming],
     jobs=[import_places, search_campaigns_job, reimport_places, search_campaigns_by_hand],
     sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
     resources=configured_resources(),

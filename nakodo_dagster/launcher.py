@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import multiprocessing
 import os
 import signal
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from multiprocessing.context import ForkServerContext
 from typing import Any, Self
 
 import dagster as dg
+from dagster._core.events import JobFailureData
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
+from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._grpc.types import ExecuteRunArgs
@@ -49,6 +53,10 @@ DEFAULT_PRELOAD = (
 )
 # How long a worker asked to stop has to end its run before it is killed: taking back its marks takes a moment.
 KILL_GRACE_SECONDS = 60.0
+# How long a launcher being disposed (the daemon stopping: `make run` stopped) waits for the runs it started to end
+# cancelled before it kills what is left: well within the 30 s a service manager gives a stop, and within
+# `dagster dev`'s wait for its daemon.
+STOP_GRACE_SECONDS = 15.0
 
 
 def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
@@ -59,9 +67,30 @@ def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
 
     os.environ.clear()
     os.environ.update(environment)
+    logging.setLoggerClass(_TerminalLogger)
     run = deserialize_value(arguments, ExecuteRunArgs)
     with _event_log_held_open(run.instance_ref, run.run_id):
         execute_run_command.main(args=[arguments], standalone_mode=False)
+
+
+class _TerminalLogger(logging.Logger):
+    """The class of the loggers a run's worker makes, the console logger that prints to the terminal among them.
+
+    A run that fails because a step failed carries that step's error again on its RUN_FAILURE event, and Dagster's
+    console logger printed its chained traceback a second time (170 lines for one unreadable file). Here the run's
+    failure prints its own line only; the step's failure above it has the traceback, and the event log keeps both
+    events whole for the UI.
+    """
+
+    def handle(self, record: logging.LogRecord) -> None:
+        metadata = getattr(record, LOG_RECORD_METADATA_ATTR, None)
+        event = metadata.get("dagster_event") if isinstance(metadata, dict) else None
+        data = event.event_specific_data if event is not None else None
+        if isinstance(data, JobFailureData) and data.first_step_failure_event is not None and data.error:
+            repeated = f"\n\n{data.error.to_string()}"
+            if isinstance(record.msg, str) and record.msg.endswith(repeated):
+                record.msg = record.msg.removesuffix(repeated) + " The step's error is above."
+        super().handle(record)
 
 
 def _sqlite_event_log(instance: InstanceRef | None) -> SqliteEventLogStorage | None:
@@ -105,6 +134,9 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         self._inst_data = inst_data
         self._preload = tuple(dict.fromkeys([*DEFAULT_PRELOAD, *preload_modules]))
         self._context: ForkServerContext | None = None
+        # The workers this launcher forked, by run id, with each one's start time: the ones still running when it
+        # is disposed are cancelled. Forgotten once ended.
+        self._workers: dict[str, tuple[int, str]] = {}
         super().__init__()
 
     @property
@@ -144,6 +176,12 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         )
         # No handle is kept: multiprocessing forgets a finished worker at the next start, closing its descriptors.
         worker.start()
+        self._workers = {
+            run_id: (pid, started) for run_id, (pid, started) in self._workers.items() if _running(pid, started)
+        }
+        started = _start_time(worker.pid)
+        if started is not None:
+            self._workers[run.run_id] = (worker.pid, started)
         self._instance.add_run_tags(
             run.run_id, {tags.RUN_WORKER_PID: str(worker.pid), tags.RUN_WORKER_HOST: socket.gethostname()}
         )
@@ -183,6 +221,44 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
             killer.daemon = True
             killer.start()
         return True
+
+    def dispose(self) -> None:
+        """Cancel the runs this launcher started that are still running, as a cancel from the UI does (their marks
+        taken back, the runs CANCELED), and wait for them to end.
+
+        The workers are forks of the fork server, not children of the launching process: without this a daemon that
+        stops leaves them running with nobody to watch them. What is still running after STOP_GRACE_SECONDS is
+        killed; run monitoring fails those runs on the next start.
+        """
+        running = {run_id: worker for run_id, worker in self._workers.items() if _running(*worker)}
+        for run_id in running:
+            self.terminate(run_id)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while any(_running(*worker) for worker in running.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid, started in running.values():
+            _kill_if_still_running(pid, started)
+        self._workers.clear()
+        self._end_cancelled(list(running))
+        super().dispose()
+
+    def _end_cancelled(self, run_ids: list[str]) -> None:
+        """Runs whose worker ended without ending them (interrupted while still starting, before its step could
+        take its marks back) end CANCELED, and their marks are freed here: the sensor that frees a cancelled run's
+        marks does not tick while the daemon is stopped."""
+        from nakodo_dagster import settings
+        from nakodo_dagster.sensors.failure_sensor import held_marks
+        from nakodo_dagster.store import open_store
+
+        unfinished = [run for run in map(self._instance.get_run_by_id, run_ids) if run and not run.is_finished]
+        if not unfinished:
+            return
+        store = open_store(settings.value("NAKODO_DATABASE"))
+        for run in unfinished:
+            self._instance.report_run_canceled(run, message="Cancelled: the daemon that launched it stopped.")
+            marks = held_marks(run, store)
+            if marks is not None:
+                store.take_back(marks.pairs, marks.stamp)
 
     @property
     def supports_check_run_worker_health(self) -> bool:
@@ -228,7 +304,12 @@ def _start_time(pid: int) -> str | None:
     return stat[19] if stat else None
 
 
+def _running(pid: int, started: str) -> bool:
+    """Whether the process that started at ``started`` still runs (not another that took its pid since)."""
+    return _start_time(pid) == started and _alive(pid)
+
+
 def _kill_if_still_running(pid: int, started: str) -> None:
-    if _start_time(pid) == started and _alive(pid):
+    if _running(pid, started):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

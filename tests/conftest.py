@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from moto.server import ThreadedMotoServer
 from overture_helpers import CURRENT as RELEASE
+from throwaway_postgres import ThrowawayPostgres, answers, start_throwaway_postgres
 
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -23,7 +24,8 @@ from nakodo_dagster.resources import OvertureResource, StoreResource
 settings.register_profile("nakodo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("nakodo")
 
-PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_VARIABLE = "NAKODO_TEST_POSTGRES"
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 # A shell that starts the suite in the background without job control (`make test &` in a script) leaves SIGINT
 # ignored, in this process and in every one it starts; Python then never raises KeyboardInterrupt, and Dagster maps
@@ -45,8 +47,46 @@ def _index_folder_of_its_own(tmp_path_factory) -> Iterator[None]:
         yield
 
 
+# The server the suite uses, settled by pytest_configure; where nothing answered at the configured one, a throwaway
+# cluster of the suite's own, stopped at the end.
+_admin_url = DEFAULT_POSTGRES
+_throwaway: ThrowawayPostgres | None = None
+_configured: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Settle the suite's PostgreSQL before any test module is imported: the server NAKODO_TEST_POSTGRES names (by
+    default the machine's on 127.0.0.1:5432), or, where nothing answers there, a throwaway cluster of the suite's
+    own. The variable names the one chosen, for the processes tests start."""
+    global _admin_url, _throwaway, _configured
+    _configured = os.environ.get(POSTGRES_VARIABLE)
+    _admin_url = _configured or DEFAULT_POSTGRES
+    if not answers(_admin_url):
+        _throwaway = start_throwaway_postgres()
+        _admin_url = _throwaway.url
+    os.environ[POSTGRES_VARIABLE] = _admin_url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _throwaway
+    if _throwaway is not None:
+        _throwaway.stop()
+        _throwaway = None
+    if _configured is None:
+        os.environ.pop(POSTGRES_VARIABLE, None)
+    else:
+        os.environ[POSTGRES_VARIABLE] = _configured
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _throwaway is None:
+        return f"PostgreSQL: {_admin_url}"
+    configured = _configured or DEFAULT_POSTGRES
+    return f"PostgreSQL: nothing answers at {configured}; a throwaway server of the suite's own at {_admin_url}"
+
+
 def _admin_connection():
-    connection = psycopg2.connect(PG_ADMIN_URL)
+    connection = psycopg2.connect(_admin_url)
     connection.autocommit = True
     return connection
 
@@ -54,7 +94,7 @@ def _admin_connection():
 @pytest.fixture
 def pg_admin_url() -> str:
     """The PostgreSQL database tests create their own databases from."""
-    return PG_ADMIN_URL
+    return _admin_url
 
 
 @pytest.fixture
@@ -65,7 +105,7 @@ def postgres_url() -> Iterator[str]:
     try:
         with admin.cursor() as cursor:
             cursor.execute(f'CREATE DATABASE "{name}"')
-        yield f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
+        yield f"{_admin_url.rpartition('/')[0]}/{name}"
         with admin.cursor() as cursor:
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:

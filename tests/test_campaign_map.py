@@ -127,3 +127,22 @@ def test_country_names_never_overlap_each_other_or_the_legend(targeting, at_leas
     for name, box in names.items():
         assert not box.overlaps(legend), f"{name} overlaps the legend"
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, name
+
+
+def test_country_names_leave_every_business_visible():
+    # Paris within 25 km, businesses over the whole circle and beyond: France's middle is under them.
+    paris = Targeting((PointLocation(48.85, 2.35, 25),), ("bakery",))
+    areas = areas_for(paris)
+    rng = np.random.default_rng(5)
+    businesses = [(48.85 + dlat, 2.35 + dlng) for dlat, dlng in rng.uniform(-0.3, 0.3, size=(400, 2))]
+    figure = campaign_map("Paris", paris, areas, dict.fromkeys(areas, "loaded"), businesses)
+    figure_png(figure)
+    [axes] = figure.axes
+    renderer = figure.canvas.get_renderer()
+    shown = axes.transData.transform([(lng, lat) for lat, lng in businesses])
+
+    names = {text.get_text(): text.get_window_extent(renderer) for text in axes.texts}
+    assert "France" in names, sorted(names)
+    for name, box in names.items():
+        covered = [(x, y) for x, y in shown if box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1]
+        assert covered == [], f"{name} is written over {len(covered)} businesses"

@@ -11,11 +11,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
 
+from nakodo_dagster import tags
+from nakodo_dagster.sensors.failure_sensor import held_marks
+from nakodo_dagster.store import open_store
+
 PROJECT = Path(__file__).parents[1]
 DAGSTER = Path(sys.executable).with_name("dagster")
+IN_FLIGHT = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
 def plain_shell(home: Path) -> dict[str, str]:
@@ -71,8 +77,14 @@ def _descendants_alive(session: int) -> list[str]:
     return [line.strip() for line in listed.splitlines() if line.split(None, 1)[0] == str(session)]
 
 
+def _runs_in_flight(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    return instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))
+
+
 @pytest.mark.slow
-def test_stopping_make_run_stops_everything_it_started(tmp_path):
+def test_stopping_make_run_started_from_a_script_stops_everything_and_cancels_its_runs(tmp_path):
+    """As a service manager or a script without job control starts it (SIGINT inherited as ignored, a session of
+    its own), a SIGTERM to make stops every process within 30 s; runs in flight end cancelled, their marks freed."""
     port = "3987"
     data = tmp_path / "data"
     environ = {
@@ -82,9 +94,10 @@ def test_stopping_make_run_stops_everything_it_started(tmp_path):
     }
     log = (tmp_path / "make_run.log").open("w")
     make = subprocess.Popen(
-        ["make", "--no-print-directory", "run", f"DATA={data}", f"PORT={port}"],
+        ["bash", "-c", f"trap '' INT; exec make --no-print-directory run DATA={data} PORT={port}"],
         cwd=PROJECT,
         env=environ,
+        stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -101,15 +114,32 @@ def test_stopping_make_run_stops_everything_it_started(tmp_path):
                 pass
             assert time.monotonic() < deadline, "the UI did not answer within 3 minutes"
             time.sleep(1)
-        # Let the sensors tick and the first import runs start, so that there are runs to stop too.
-        time.sleep(20)
+        # The demo campaigns' first import runs start at the sensor's first tick: stop while they are in flight.
+        with dg.DagsterInstance.from_config(str(data / "dagster_home")) as instance:
+            deadline = time.monotonic() + 120
+            while not [run for run in _runs_in_flight(instance) if run.tags.get(tags.KIND) == tags.IMPORT_KIND]:
+                assert time.monotonic() < deadline, "no import run started within 2 minutes"
+                time.sleep(0.2)
+            in_flight = _runs_in_flight(instance)
+            make.send_signal(signal.SIGTERM)
+            stopped_at = time.monotonic()
+            make.wait(timeout=60)
+            while _descendants_alive(make.pid) and time.monotonic() < stopped_at + 30:
+                time.sleep(1)
+            assert _descendants_alive(make.pid) == []
 
-        make.send_signal(signal.SIGTERM)
-        make.wait(timeout=60)
-        deadline = time.monotonic() + 30
-        while _descendants_alive(make.pid) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert _descendants_alive(make.pid) == []
+            assert _runs_in_flight(instance) == []
+            ended = {run.run_id: instance.get_run_by_id(run.run_id) for run in in_flight}
+            # A run may finish between the look and the signal; none is left running or failed by the stop.
+            assert {run.status for run in ended.values()} <= {dg.DagsterRunStatus.CANCELED, dg.DagsterRunStatus.SUCCESS}
+            cancelled = [run for run in ended.values() if run.status == dg.DagsterRunStatus.CANCELED]
+            assert cancelled, [run.status for run in ended.values()]
+        # A tick stamps all its runs alike: the queued ones keep theirs, a cancelled one's own pairs are free.
+        store = open_store(environ["NAKODO_DATABASE"])
+        for run in cancelled:
+            marks = held_marks(run, store)
+            assert marks is not None, run.tags
+            assert set(marks.pairs).isdisjoint(store.marks_stamped(marks.stamp)), run.run_id
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGKILL)

@@ -96,20 +96,21 @@ def _description(coverage: Coverage) -> str:
     )
 
 
-_CHECK_DESCRIPTION = (
-    "Every (area, category) pair an active campaign needs is fresh or has an import on its way. Counts the needed "
-    "pairs by state and lists the failed, stale and missing ones with a link to each partition; pairs no campaign "
-    "needs are not counted (the partitions tab shows every area times every category). Recorded by "
-    "places_coverage_sensor whenever it changes; a warning, since campaigns still search what is loaded."
-)
-
-
-@dg.asset_check(asset=PLACES, name=NEEDED_PAIRS_FRESH_OR_COMING, description=_CHECK_DESCRIPTION, blocking=False)
-def needed_pairs_fresh_or_coming(store: StoreResource) -> dg.AssetCheckResult:
-    coverage = store.store.coverage(datetime.now(UTC), LISTED_PAIRS)
+def _check_fields(coverage: Coverage) -> dict:
+    """What the check's result says, whoever records it: the sensor without a run, or a run of places."""
     passed, metadata = coverage_result(coverage)
+    return {
+        "passed": passed,
+        "severity": dg.AssetCheckSeverity.WARN,
+        "metadata": metadata,
+        "description": _description(coverage),
+    }
+
+
+def coverage_check_result(store: Store, now: datetime) -> dg.AssetCheckResult:
+    """The check needed_pairs_fresh_or_coming as it stands now, as places' op yields it when it is selected."""
     return dg.AssetCheckResult(
-        passed=passed, severity=dg.AssetCheckSeverity.WARN, metadata=metadata, description=_description(coverage)
+        check_name=NEEDED_PAIRS_FRESH_OR_COMING, **_check_fields(store.coverage(now, LISTED_PAIRS))
     )
 
 
@@ -135,14 +136,8 @@ def record_coverage(store: Store, cursor: str | None, now: datetime) -> dg.Senso
     coverage = store.coverage(now, LISTED_PAIRS)
     if _fingerprint(coverage) == fingerprint:
         return dg.SensorResult(skip_reason=f"Unchanged: {_description(coverage)}", cursor=fingerprint)
-    passed, metadata = coverage_result(coverage)
     evaluation = dg.AssetCheckEvaluation(
-        asset_key=PLACES,
-        check_name=NEEDED_PAIRS_FRESH_OR_COMING,
-        passed=passed,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata=metadata,
-        description=_description(coverage),
+        asset_key=PLACES, check_name=NEEDED_PAIRS_FRESH_OR_COMING, **_check_fields(coverage)
     )
     return dg.SensorResult(asset_events=[evaluation], cursor=_fingerprint(coverage))
 

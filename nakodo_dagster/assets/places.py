@@ -30,8 +30,9 @@ PLACES = dg.AssetKey("places")
 IMPORT_POOL = "overture_import"
 
 PLACES_INSIDE_THEIR_AREA = "places_inside_their_area"
-# A check on places as a whole, defined and recorded in assets/coverage.py; named here for the description.
+# A check on places as a whole: places_coverage_sensor (assets/coverage.py) records it whenever it changes.
 NEEDED_PAIRS_FRESH_OR_COMING = "needed_pairs_fresh_or_coming"
+NEEDED_PAIRS_CHECK = dg.AssetCheckKey(PLACES, NEEDED_PAIRS_FRESH_OR_COMING)
 
 # Checks per (area, category) partition are a Dagster preview; they are what makes a failed pair visible.
 with warnings.catch_warnings():
@@ -47,6 +48,20 @@ with warnings.catch_warnings():
         ),
     ]
 
+
+# A check of places' own op, not an op of its own: a by-hand run of places records it beside the import
+# (never a step of its own left skipped, or "Not executing" after a failed import), and executing it alone
+# runs places' op with only the check selected, which counts and imports nothing.
+NEEDED_PAIRS_SPEC = dg.AssetCheckSpec(
+    NEEDED_PAIRS_FRESH_OR_COMING,
+    asset=PLACES,
+    blocking=False,
+    description="Every (area, category) pair an active campaign needs is fresh or has an import on its "
+    "way. Counts the needed pairs by state and lists the failed, stale and missing ones with a link to "
+    "each partition; pairs no campaign needs are not counted (the partitions tab shows every area times "
+    "every category). Recorded by places_coverage_sensor whenever it changes; a warning, since campaigns "
+    "still search what is loaded.",
+)
 
 _SIZE_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 
@@ -274,6 +289,14 @@ def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tupl
     return had
 
 
+def needed_pairs_result(store: Store) -> dg.AssetCheckResult:
+    """The check needed_pairs_fresh_or_coming as it stands now."""
+    # assets/coverage.py, which counts the pairs and records the check from its sensor, imports this module.
+    from nakodo_dagster.assets.coverage import coverage_check_result
+
+    return coverage_check_result(store, datetime.now(UTC))
+
+
 def chosen_pairs(partition_keys: Iterable[str]) -> list[tuple[str, str]]:
     """The (area, category) pairs of places partition keys, each checked as strictly as anything a user types."""
     pairs = set()
@@ -331,7 +354,7 @@ with warnings.catch_warnings():
             )
         ],
         partitions_def=PLACES_PARTITIONS,
-        check_specs=PLACES_CHECKS,
+        check_specs=[*PLACES_CHECKS, NEEDED_PAIRS_SPEC],
         # The check's output is then optional: such a run reports each pair's check as an evaluation of its own.
         can_subset=True,
         pool=IMPORT_POOL,
@@ -343,6 +366,11 @@ with warnings.catch_warnings():
         dg.MaterializeResult | dg.AssetCheckResult | dg.AssetMaterialization | dg.AssetCheckEvaluation | dg.Output
     ]:
         """Re-import the chosen pairs by hand, whatever their state; see PLACES_DESCRIPTION."""
+        coverage_selected = NEEDED_PAIRS_CHECK in context.selected_asset_check_keys
+        if PLACES not in context.selected_asset_keys:
+            if coverage_selected:
+                yield needed_pairs_result(store.store)
+            return
         pairs = chosen_pairs(context.partition_keys)
         if overture.off_reason:
             raise dg.Failure(
@@ -408,5 +436,7 @@ with warnings.catch_warnings():
             # each pair's evaluation is above.
             check_key = dg.AssetCheckKey(PLACES, PLACES_INSIDE_THEIR_AREA)
             yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(check_key))
+        if coverage_selected:
+            yield needed_pairs_result(store.store)
         if failures:
             raise failures[0] if len(failures) == 1 else _several_failed(failures, len(runs))

@@ -664,7 +664,12 @@ async def _read_row_groups(
         buffer = buffers.get(file_number, np.zeros(0, dtype=np.uint8))
         reader = pq.ParquetFile(pa.BufferReader(pa.py_buffer(buffer)), metadata=footer)
         leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
-        return reader.read_row_groups(groups, columns=[c for c in leaves if columns(c)])
+        try:
+            return reader.read_row_groups(groups, columns=[c for c in leaves if columns(c)])
+        except (OSError, pa.ArrowException) as exc:
+            # Arrow decodes a buffer and does not know its file: a failure's headline must name it (faults.classify
+            # reads the name from the chain; the cause still says what was wrong).
+            raise OSError(f"{index.files[file_number]}: {exc}") from exc
 
     async def fetch(number: int, file_number: int, offset: int, length: int) -> tuple[int, int, int, memoryview]:
         data = await source.read(index.files[file_number], offset, length, index.versions[file_number])

@@ -18,7 +18,6 @@ from nakodo_dagster.assets.coverage import (
     LISTED_PAIRS,
     NEEDED_PAIRS_FRESH_OR_COMING,
     coverage_result,
-    needed_pairs_fresh_or_coming,
     places_coverage_sensor,
     record_coverage,
 )
@@ -137,23 +136,71 @@ def test_a_tick_records_each_change_and_costs_nothing_without_one(instance, reso
     assert record_coverage(store, legacy, datetime.now(UTC)).asset_events
 
 
-def test_the_check_passes_once_every_needed_pair_is_fresh_and_runs_beside_a_partition_by_hand(instance, resources):
+def _by_hand(instance: dg.DagsterInstance, resources: dict, partition: str) -> dg.ExecuteInProcessResult:
+    """What the UI launches when an analyst materialises one partition: the asset and its checks."""
+    return dg.materialize(
+        [places], partition_key=partition, resources=resources, instance=instance, raise_on_error=False
+    )
+
+
+def _steps_and_errors(instance: dg.DagsterInstance, run_id: str) -> tuple[set[str], list[str]]:
+    """The steps a run had and the text of its ERROR-level log lines."""
+    logs = instance.all_logs(run_id)
+    steps = {log.step_key for log in logs if log.step_key}
+    errors = [log.message for log in logs if log.level >= 40]
+    return steps, errors
+
+
+def test_the_check_passes_once_every_needed_pair_is_fresh_and_is_recorded_by_a_partition_by_hand(instance, resources):
     store = resources["store"].store
     store.add_campaign("Paris", PARIS)
     _import(instance, resources, resources)
     (area,) = instance.get_dynamic_partitions(AREA)
 
-    # What the UI launches when an analyst materialises one partition: the asset and its checks, this one included.
+    result = _by_hand(instance, resources, str(places_partition(area, "bakery")))
+
+    assert result.success
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == NEEDED_PAIRS_FRESH_OR_COMING]
+    assert evaluation.passed
+    assert [evaluation.metadata[key].value for key in ("failed_pairs", "stale_or_missing_pairs")] == ["none", "none"]
+    # Recorded by the run's one step, places': no step of its own.
+    assert _steps_and_errors(instance, result.run_id)[0] == {"places"}
+
+
+def test_a_failed_import_by_hand_skips_no_step_and_logs_no_error_for_the_check(instance, resources, tmp_path):
+    store = resources["store"].store
+    store.add_campaign("Paris", PARIS)
+    _import(instance, resources, resources)
+    (area,) = instance.get_dynamic_partitions(AREA)
+    broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
+
+    result = _by_hand(instance, broken, str(places_partition(area, "bakery")))
+
+    assert not result.success
+    steps, errors = _steps_and_errors(instance, result.run_id)
+    assert steps == {"places"}
+    assert not [error for error in errors if "Not executing" in error or NEEDED_PAIRS_FRESH_OR_COMING in error]
+    # The check, recorded beside the failed import, already counts its pair failed.
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == NEEDED_PAIRS_FRESH_OR_COMING]
+    assert (evaluation.passed, evaluation.metadata["failed"].value) == (False, 1)
+
+
+def test_executing_the_check_alone_counts_and_imports_nothing(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Paris", PARIS)
+    register_partitions(instance, import_sensor(dg.build_sensor_context(instance=instance, resources=resources)))
+
+    # What the check's Execute asks for: places' op with only this check selected, no partition.
     result = dg.materialize(
-        [places, needed_pairs_fresh_or_coming],
-        partition_key=str(places_partition(area, "bakery")),
+        [places],
+        selection=dg.AssetSelection.checks(dg.AssetCheckKey(PLACES, NEEDED_PAIRS_FRESH_OR_COMING)),
         resources=resources,
         instance=instance,
     )
 
-    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == NEEDED_PAIRS_FRESH_OR_COMING]
-    assert evaluation.passed
-    assert [evaluation.metadata[key].value for key in ("failed_pairs", "stale_or_missing_pairs")] == ["none", "none"]
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert (evaluation.passed, evaluation.metadata["on_their_way"].value) == (True, 1)
+    assert result.asset_materializations_for_node("places") == []
 
 
 def test_a_long_list_stays_short_enough_to_show_inline_and_says_how_many_more():

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -61,9 +62,24 @@ def stubborn() -> None:
     time.sleep(120)
 
 
+@dg.op
+def fail() -> None:
+    try:
+        raise KeyError("the cause")
+    except KeyError as cause:
+        raise ValueError("the headline") from cause
+
+
 @dg.job(executor_def=dg.in_process_executor)
 def answer_job():
     answer()
+
+
+# In one process: a step subprocess's output reaches the terminal through Dagster's compute-log tee, which may not
+# have flushed when the run ends.
+@dg.job(executor_def=dg.in_process_executor)
+def failing_job():
+    fail()
 
 
 @dg.job(executor_def=dg.in_process_executor)
@@ -126,6 +142,53 @@ def test_the_embedded_default_forks_each_runs_worker_from_the_fork_server(instan
     # The worker's parent is the fork server, not this process.
     assert int(pid) != os.getpid() and int(parent) != os.getpid()
     assert run.tags[tags.RUN_WORKER_PID] == pid
+
+
+# Launches failing_job on the instance in argv[1] from the job file in argv[2], waits for it to end, prints its id.
+_LAUNCH_AND_WAIT = """
+import sys, time
+import dagster as dg
+from dagster._core.definitions.reconstruct import ReconstructableJob
+
+with dg.DagsterInstance.from_config(sys.argv[1]) as instance:
+    recon = ReconstructableJob.for_file(sys.argv[2], "failing_job")
+    run = instance.create_run_for_job(recon.get_definition(), job_code_origin=recon.get_python_origin())
+    instance.launch_run(run.run_id, workspace=None)
+    while not instance.get_run_by_id(run.run_id).is_finished:
+        time.sleep(0.1)
+    print("launched", run.run_id)
+"""
+
+
+def test_a_run_launched_without_loggers_prints_info_and_its_failure_once(tmp_path):
+    # As the UI's Materialize launches a run: no logger in its run config, on the embedded default's instance. In a
+    # process of its own: what its fork server's workers print is what a terminal shows (this process's fork server
+    # may date from another test, with that test's captured output).
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").symlink_to(DAGSTER_YAML)
+    jobs = _write_jobs(tmp_path, "first")
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCH_AND_WAIT, str(home), str(jobs)],
+        env={**os.environ, "DAGSTER_HOME": str(home), "LAUNCHER_TEST_OUT": str(tmp_path / "out.txt")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, printed
+    run_id = done.stdout.split("launched ")[1].split()[0]
+
+    assert " - DEBUG - " not in printed, printed
+    assert " - STEP_FAILURE - " in printed and " - RUN_FAILURE - " in printed, printed
+    # The step's chained traceback once, under the step's failure; the run's failure is one line.
+    assert printed.count("ValueError: the headline") == 1, printed
+    assert printed.count("The above exception was caused by the following exception") == 1, printed
+    # Every event is still in the event log, for the UI.
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
+        logged = {record.dagster_event_type for record in instance.all_logs(run_id)}
+    assert {dg.DagsterEventType.STEP_START, dg.DagsterEventType.RUN_FAILURE} <= logged
 
 
 def test_a_run_runs_the_code_as_it_is_when_launched_not_as_it_was_when_the_fork_server_started(instance, tmp_path):

@@ -4,6 +4,9 @@ events for it."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -156,6 +159,42 @@ def test_a_failed_re_import_by_hand_shows_its_partition_failed(instance, resourc
 
     assert not result.success
     assert _partition_status(instance) == (set(), {f"{area}|{category}"})
+
+
+def _overwrite_data_pages(root: Path) -> list[str]:
+    """Every Parquet file of the release with its data pages replaced by noise, its magic, footer, size and time
+    kept (as a disk or a copy gone wrong leaves it): its index still holds, reading its pages fails. Their names."""
+    names = []
+    for path in sorted(root.rglob("*.parquet")):
+        body, times = path.read_bytes(), path.stat()
+        (footer,) = struct.unpack("<I", body[-8:-4])
+        path.write_bytes(body[:4] + os.urandom(len(body) - footer - 12) + body[-footer - 8 :])
+        os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+        names.append(path.name)
+    return names
+
+
+def test_a_re_import_by_hand_of_a_file_with_broken_pages_names_the_file(instance, resources, release_root, tmp_path):
+    area, category = "cell:53.5,-2", "cafe"
+    instance.add_dynamic_partitions(AREA, [area])
+    instance.add_dynamic_partitions(CATEGORY, [category])
+    root = tmp_path / "overture"
+    shutil.copytree(release_root, root)
+    copied = {**resources, "overture": OvertureResource(root=str(root))}
+    loaded = dg.materialize([places], partition_key=f"{area}|{category}", resources=copied, instance=instance)
+    (materialization,) = loaded.asset_materializations_for_node("places")
+    assert materialization.metadata["dagster/row_count"].value > 0
+
+    names = _overwrite_data_pages(root)
+    result = dg.materialize(
+        [places], partition_key=f"{area}|{category}", resources=copied, instance=instance, raise_on_error=False
+    )
+
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    headline = failure.step_failure_data.error.message.splitlines()[0]
+    assert "is unreadable" in headline
+    assert any(f"file {name} is unreadable" in headline for name in names), headline
 
 
 def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):

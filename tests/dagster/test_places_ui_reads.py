@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from nakodo_dagster.assets.coverage import needed_pairs_fresh_or_coming, places_coverage_sensor
-from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES
+from nakodo_dagster.assets.coverage import places_coverage_sensor
+from nakodo_dagster.assets.places import NEEDED_PAIRS_CHECK, NEEDED_PAIRS_FRESH_OR_COMING, PLACES
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
@@ -21,7 +21,7 @@ def test_the_places_page_names_the_sensors_the_job_and_the_check_behind_it():
     # Each name is a real definition of the code location, not a stale word.
     assert defs.resolve_sensor_def(import_sensor.name) and defs.resolve_sensor_def(import_failure_sensor.name)
     assert defs.resolve_job_def(import_places.name)
-    assert needed_pairs_fresh_or_coming.check_key.name == NEEDED_PAIRS_FRESH_OR_COMING
+    assert NEEDED_PAIRS_CHECK in defs.resolve_assets_def(PLACES).check_keys
     assert defs.resolve_sensor_def(places_coverage_sensor.name)
     # One click from the places page to the check listing the pairs that need attention, a second to a pair.
     check_page = f"(/assets/places?view=checks&checkDetail={NEEDED_PAIRS_FRESH_OR_COMING})"

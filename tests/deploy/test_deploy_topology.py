@@ -40,7 +40,6 @@ from nakodo_dagster.store import open_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
-PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 BIN = Path(sys.executable).parent
 LOCATION = "nakodo-dagster"
 # Around Leeds, 50 km, cafes and pubs: 12 cells in 4 blocks of 4 x 4 cells, so 4 import runs, two at a time.
@@ -57,13 +56,13 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def database() -> Iterator[Callable[[], str]]:
+def database(pg_admin_url: str) -> Iterator[Callable[[], str]]:
     """``database()``: a fresh PostgreSQL database's URL; every one is dropped afterwards."""
     names: list[str] = []
 
     def create() -> str:
         name = f"nakodo_deploy_{uuid.uuid4().hex[:12]}"
-        admin = psycopg2.connect(PG_ADMIN_URL)
+        admin = psycopg2.connect(pg_admin_url)
         admin.autocommit = True
         try:
             with admin.cursor() as cursor:
@@ -71,10 +70,10 @@ def database() -> Iterator[Callable[[], str]]:
         finally:
             admin.close()
         names.append(name)
-        return f"{PG_ADMIN_URL.rpartition('/')[0]}/{name}"
+        return f"{pg_admin_url.rpartition('/')[0]}/{name}"
 
     yield create
-    admin = psycopg2.connect(PG_ADMIN_URL)
+    admin = psycopg2.connect(pg_admin_url)
     admin.autocommit = True
     try:
         with admin.cursor() as cursor:

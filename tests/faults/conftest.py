@@ -3,13 +3,9 @@ PostgreSQL to restart. The shared PostgreSQL on 127.0.0.1:5432 is never stopped:
 
 from __future__ import annotations
 
-import glob
 import json
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +14,7 @@ from pathlib import Path
 import pytest
 from fault_proxy import FaultProxy, start_proxy
 from overture_helpers import PREFIX, s3_client, upload_releases
+from throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
 
 WORKER = Path(__file__).with_name("fault_worker.py")
 
@@ -86,46 +83,11 @@ def workers() -> Iterator[Workers]:
         process.communicate()
 
 
-@dataclass(frozen=True)
-class PrivatePostgres:
-    """A PostgreSQL server of this test alone, which it may restart."""
-
-    url: str
-    data: str
-    pg_ctl: str
-    log: str
-
-    def restart(self) -> None:
-        """Restart the server the way an operator (or a failover) does: every connection is cut."""
-        _as_postgres([self.pg_ctl, "-D", self.data, "-l", self.log, "-m", "fast", "-w", "restart"])
-
-
-def _as_postgres(command: list[str]) -> None:
-    # PostgreSQL refuses to run as root.
-    subprocess.run(["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=60)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
-def private_postgres() -> Iterator[PrivatePostgres]:
-    """A throwaway PostgreSQL cluster on a free loopback port, trust authentication, stopped afterwards."""
-    binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-    if not binaries or not shutil.which("runuser"):
-        pytest.skip("a private PostgreSQL needs /usr/lib/postgresql/*/bin and runuser to run it as postgres")
-    folder = tempfile.mkdtemp(prefix="nakodo-pg-")
-    shutil.chown(folder, "postgres")
-    data, port = f"{folder}/data", _free_port()
-    pg_ctl = f"{binaries[-1]}/pg_ctl"
-    _as_postgres([f"{binaries[-1]}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    _as_postgres([pg_ctl, "-D", data, "-o", options, "-l", f"{folder}/log", "-w", "start"])
+def private_postgres() -> Iterator[ThrowawayPostgres]:
+    """A PostgreSQL cluster of this test alone, which it may restart; stopped afterwards."""
+    server = start_throwaway_postgres()
     try:
-        yield PrivatePostgres(f"postgresql://postgres@127.0.0.1:{port}/postgres", data, pg_ctl, f"{folder}/log")
+        yield server
     finally:
-        _as_postgres([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"])
-        shutil.rmtree(folder, ignore_errors=True)
+        server.stop()

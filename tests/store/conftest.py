@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,6 @@ import pytest
 from nakodo_dagster.store import Store, open_store
 
 WORKER = Path(__file__).with_name("worker.py")
-PG_ADMIN_URL = os.environ.get("NAKODO_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The README's own asset on the DuckDB store, materialised as the README shows it, counts what the store wrote."""
+"""The asset example of docs/configuration.md on the DuckDB store, materialised as the page shows it, counts what
+the store wrote."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from store_helpers import NOW, RELEASE, places_table, run_for
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.store import open_store
 
-README = Path(__file__).parents[2] / "README.md"
+GUIDE = Path(__file__).parents[2] / "docs" / "configuration.md"
 CELL, EAST, GB = "cell:53.5,-2", "cell:53.5,-1.5", "country:GB"
 
 
-def _readme_example(folder: Path) -> dict:
-    """The globals of the README's example, run from a module of its own as a user's code location would be."""
-    [code] = re.findall(r"<!-- user-duckdb-asset[^>]*-->\n```python\n(.*?)\n```", README.read_text(), re.DOTALL)
+def _guide_example(folder: Path) -> dict:
+    """The globals of the page's example, run from a module of its own as a user's code location would be."""
+    [code] = re.findall(r"<!-- user-duckdb-asset[^>]*-->\n```python\n(.*?)\n```", GUIDE.read_text(), re.DOTALL)
     module = folder / "user_assets.py"
     module.write_text(code)
     return runpy.run_path(str(module))
@@ -51,7 +52,7 @@ def test_the_readme_asset_counts_the_places_per_category_the_store_wrote(duckdb_
         store.write_import(run_for(pairs), RELEASE, places, NOW)
 
     monkeypatch.setenv("NAKODO_DATABASE", duckdb_url)
-    example = _readme_example(tmp_path)
+    example = _guide_example(tmp_path)
     result = dg.materialize([example["places_per_category"]], resources=example["defs"].resources)
 
     written = pa.concat_tables([places for _, places in imports])
