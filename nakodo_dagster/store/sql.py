@@ -102,7 +102,17 @@ SELECT ca.block, c.account_id, min(c.id) AS oldest_campaign,
 {CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
 """
 CREATE_MISSING = f"CREATE TEMP TABLE missing_demand AS {_MISSING_DEMAND} GROUP BY ca.block, c.account_id"
-CREATE_RELINED = "CREATE TEMP TABLE relined AS SELECT block FROM line_due ORDER BY noted_at, block LIMIT $blocks"
+# The blocks a look works out again, a campaign's first block before the rest (a new campaign's goes in line at
+# once, whatever else is noted), then the oldest noted.
+CREATE_RELINED = """
+CREATE TEMP TABLE relined AS
+SELECT due.block FROM line_due AS due
+ORDER BY EXISTS (
+    SELECT 1 FROM campaign_areas AS ca JOIN campaigns AS c ON c.id = ca.campaign_id AND c.first_area = ca.area
+    WHERE ca.block = due.block AND c.status = 'active'
+) DESC, due.noted_at, due.block
+LIMIT $blocks
+"""
 RELINED = "SELECT count(*) FROM relined"
 FORGET_RELINED_DEMAND = "DELETE FROM line_demand WHERE block IN (SELECT block FROM relined)"
 KEEP_RELINED_DEMAND = f"""

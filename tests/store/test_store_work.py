@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from store_helpers import record_release
 
-from nakodo_dagster.placement import PointLocation, Targeting, areas_for, block_key, parse_area_key
+from nakodo_dagster.placement import PointLocation, Targeting, areas_for, block_key, first_area, parse_area_key
 from nakodo_dagster.store import base as store_base
 
 SECOND = timedelta(seconds=1)
@@ -106,3 +106,26 @@ def test_the_import_look_works_out_again_only_the_blocks_whose_pairs_changed(sto
     assert again.missing_pairs == first.missing_pairs - 1
     assert store.reserve_missing(start + 3 * SECOND, max_runs=0).relined == 0
     assert block_key(parse_area_key(pair[0])) in blocks
+
+
+def test_a_look_with_more_blocks_to_work_out_than_it_may_lines_up_every_first_block_first(store, monkeypatch):
+    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    rng = random.Random(8)
+    fleet = {}
+    for number in range(6):
+        centre = PointLocation(rng.uniform(40, 60), rng.uniform(-5, 25), 100)
+        fleet[store.add_campaign(f"campaign {number}", Targeting((centre,), ("cafe",)))] = Targeting(
+            (centre,), ("cafe",)
+        )
+    firsts = {block_key(first_area(targeting)) for targeting in fleet.values()}
+    every = {block_key(area) for targeting in fleet.values() for area in areas_for(targeting).values()}
+    assert len(every) > len(firsts)
+    monkeypatch.setattr(store_base, "LINE_BLOCKS_PER_LOOK", len(firsts))
+    start = datetime.now(UTC) + SECOND
+
+    assert store.reserve_missing(start, max_runs=0).relined == len(firsts)
+
+    blocks, lines = store.import_line(start)
+    assert blocks == len(firsts)
+    assert all(line.place is not None for line in lines), "every campaign's first block stands in line"
+    assert store.reserve_missing(start + SECOND, max_runs=0).relined == min(len(firsts), len(every) - len(firsts))
