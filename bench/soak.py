@@ -50,6 +50,7 @@ from nakodo_dagster.overture.sample import TAXONOMY, write_sample_release
 from nakodo_dagster.placement import FRESH_DAYS, ImportRun, PointLocation, Targeting, parse_area_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Store, open_store
+from nakodo_dagster.store.base import Transaction
 
 RADIUS_KM = 200
 # Campaigns' categories are drawn from the first 20 of the sample's taxonomy.
@@ -193,6 +194,38 @@ class Tick:
     recounted: int | None
     runs: int
     message: str
+    slowest_statement: str
+    slowest_statement_s: float
+
+
+class StatementClock:
+    """How long each of the store's statements took while it is on, by the statement's first words: which
+    statement dominates a tick."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def on(self) -> Iterator[None]:
+        run = Transaction.run
+        self.seconds = {}
+
+        def timed(transaction: Transaction, statement: str, **params: object) -> None:
+            started = time.perf_counter()
+            try:
+                run(transaction, statement, **params)
+            finally:
+                words = " ".join(statement.split())[:60]
+                self.seconds[words] = self.seconds.get(words, 0.0) + time.perf_counter() - started
+
+        Transaction.run = timed
+        try:
+            yield
+        finally:
+            Transaction.run = run
+
+    def slowest(self) -> tuple[str, float]:
+        return max(self.seconds.items(), key=lambda item: item[1], default=("", 0.0))
 
 
 @dataclass
@@ -210,19 +243,30 @@ class Fleet:
     imports: dict[str, int] = field(default_factory=lambda: {"landed": 0, "failed": 0})
     searches: int = 0
     searching: list[tuple[dg.DagsterRun, list[int]]] = field(default_factory=list)
+    statements: StatementClock = field(default_factory=StatementClock)
     """Search runs under way and the campaigns each has still to search."""
 
     def round(self, phase: str, number: int) -> None:
         """Each sensor once, in the daemon's order, each tick's requests carried out as the daemon would."""
         for name, sensor in SENSORS.items():
-            figures, data = evaluate(sensor, self.instance, self.resources, self.cursors[name])
+            with self.statements.on():
+                figures, data = evaluate(sensor, self.instance, self.resources, self.cursors[name])
             launch(self.instance, sensor, data)
             self.cursors[name] = data.cursor
             text = " ".join([figures["skip_message"] or "", *figures["log"]])
             found = _RECOUNTED.search(text)
             recounted = int((found[1] or found[2]).replace(",", "")) if found else None
             self.ticks.append(
-                Tick(phase, number, name, figures["seconds"], recounted, figures["runs_requested"], text[:300])
+                Tick(
+                    phase,
+                    number,
+                    name,
+                    figures["seconds"],
+                    recounted,
+                    figures["runs_requested"],
+                    text[:300],
+                    *self.statements.slowest(),
+                )
             )
 
     def serve(self, seconds: float) -> None:
@@ -303,6 +347,7 @@ def _summary(ticks: list[Tick]) -> dict:
                 "p95_s": round(seconds[min(len(seconds) - 1, math.ceil(0.95 * len(seconds)) - 1)], 3),
                 "median_s": round(statistics.median(seconds), 3),
                 "most_recounted": max(recounted) if recounted else None,
+                "slowest_tick_statement": max(mine, key=lambda tick: tick.seconds).slowest_statement,
             }
     return table
 
