@@ -1,9 +1,10 @@
 """Two import daemons tick at the same moment on the same campaigns and store: each pair is reserved and
 imported by exactly one of them.
 
-On PostgreSQL the race is forced: a stale row both reservations must overwrite is held until both daemons have
-read the same needs and wait inside their reservation. On DuckDB, which admits one writer at a time, the two
-are released together and interleave as the file lock lets them.
+On PostgreSQL the race is forced: a stale row both reservations must overwrite is held until one daemon waits on
+it inside its reservation and the other on the coverage count that begins every reservation (a count at a time:
+the second then reads the needs the first left). On DuckDB, which admits one writer at a time, the two are
+released together and interleave as the file lock lets them.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def test_two_daemons_racing_import_each_pair_once(database_url, release_root, re
 
 
 def _race_inside_the_reservation(store, url: str, go) -> None:
-    """Release the daemons while a stale row they both want is held; let go once both wait on it."""
+    """Release the daemons while a stale row they both want is held; let go once one waits on it and the other on
+    the count before its reservation."""
     area = sorted(areas_for(LEEDS))[0]
     [stale] = import_runs({area: ["cafe"]}, areas_for(LEEDS))
     store.write_import(
@@ -61,7 +63,11 @@ def _race_inside_the_reservation(store, url: str, go) -> None:
     try:
         holder.cursor().execute("SELECT 1 FROM place_imports FOR UPDATE")
         go()
-        wait_until(lambda: len(backends_waiting(watcher, "INSERT INTO place_imports")) == 2, "both daemons reserving")
+        wait_until(
+            lambda: len(backends_waiting(watcher, "INSERT INTO place_imports")) == 1
+            and len(backends_waiting(watcher, "UPDATE coverage_counted")) == 1,
+            "one daemon reserving, the other waiting for the count before its reservation",
+        )
         holder.rollback()
     finally:
         holder.close()
