@@ -107,6 +107,9 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     return f"import run {context.dagster_run.run_id} failed: {first}"
 
 
+# Neither sensor answers with a SkipReason, for a run it leaves alone either: Dagster evaluates a run status sensor
+# once per run a tick finds, and refuses a tick in which one run gave a SkipReason and another a reaction (None).
+# That tick's cursor then never moved past those runs, so every later tick failed the same way.
 # Without monitored_jobs a run status sensor watches every job of the code location: the places asset is
 # materialised by hand through Dagster's implicit asset job, which has no definition to name here.
 @dg.run_failure_sensor(
@@ -115,7 +118,7 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     "block starts; its pairs show as failed partitions of places. Watches import_places runs and runs of the "
     "places asset.",
 )
-def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> dg.SkipReason | None:
+def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> None:
     run, now = context.dagster_run, datetime.now(UTC)
     marks = held_marks(run, store.store)
     if marks is not None:
@@ -140,8 +143,7 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
             + _some_of(shown, len(pairs), "shown as failed on the places page", "loaded by a newer import since")
         )
     elif marks is None:
-        return dg.SkipReason(f"Run {run.run_id} holds no import marks.")
-    return None
+        context.log.info(f"Run {run.run_id} holds no import marks.")
 
 
 @dg.run_status_sensor(
@@ -150,10 +152,11 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     description="A cancelled import's pairs are free at once, even if it was cancelled while queued and never "
     "ran: it never tried to the end, so the next tick asks for them again.",
 )
-def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResource) -> dg.SkipReason | None:
+def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResource) -> None:
     marks = held_marks(context.dagster_run, store.store)
     if marks is None:
-        return dg.SkipReason(f"Run {context.dagster_run.run_id} holds no import marks.")
+        context.log.info(f"Run {context.dagster_run.run_id} holds no import marks.")
+        return
     taken = store.store.take_back(marks.pairs, marks.stamp)
     context.log.info(
         f"Run {context.dagster_run.run_id} was cancelled: "
@@ -161,4 +164,3 @@ def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResourc
             taken, len(marks.pairs), "free to be imported again at the next tick", "freed by the run itself or loaded"
         )
     )
-    return None

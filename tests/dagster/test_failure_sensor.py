@@ -64,7 +64,7 @@ def _status_event(instance: dg.DagsterInstance, run_id: str, event_type: dg.Dags
     return record.event_log_entry.dagster_event
 
 
-def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_id: str) -> dg.SkipReason | None:
+def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_id: str) -> None:
     """One evaluation of import_cancel_sensor for this cancelled run, as the daemon makes it."""
     return import_cancel_sensor(
         dg.build_run_status_sensor_context(
@@ -77,9 +77,7 @@ def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_i
     )
 
 
-def _fail_as_run_monitoring_does(
-    instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun
-) -> dg.SkipReason | None:
+def _fail_as_run_monitoring_does(instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun) -> None:
     """What run monitoring records when a run's worker was killed, then one evaluation of the failure sensor."""
     instance.report_run_failed(run)
     context = dg.build_run_status_sensor_context(
@@ -304,13 +302,53 @@ def test_runs_that_are_not_imports_are_left_alone(instance, resources, status):
 
     run = instance.create_run_for_job(not_an_import)
     if status == dg.DagsterRunStatus.FAILURE:
-        skipped = _fail_as_run_monitoring_does(instance, resources, run)
+        _fail_as_run_monitoring_does(instance, resources, run)
     else:
         instance.report_run_canceled(run)
-        skipped = _evaluate_cancel_sensor(instance, resources, run.run_id)
+        _evaluate_cancel_sensor(instance, resources, run.run_id)
 
-    assert isinstance(skipped, dg.SkipReason)
     assert set(_states(store, _pairs(request)).values()) == {"coming"}
+
+
+def _tick(sensor: dg.RunStatusSensorDefinition, instance: dg.DagsterInstance, resources: dict, cursor: str | None):
+    """One tick of a run status sensor as the daemon makes it: every run whose status changed since ``cursor``."""
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        return sensor.evaluate_tick(context)
+
+
+@pytest.mark.parametrize("sensor", [import_failure_sensor, import_cancel_sensor], ids=lambda s: s.name)
+def test_one_tick_handles_an_import_and_a_run_that_is_not_one(instance, resources, sensor):
+    # After a restart one tick meets every run that ended meanwhile: imports and searches alike.
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    started = _tick(sensor, instance, resources, None)
+
+    @dg.op
+    def nothing() -> None:
+        """Does nothing."""
+
+    @dg.job
+    def not_an_import() -> None:
+        nothing()
+
+    runs = [
+        instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags),
+        instance.create_run_for_job(not_an_import),
+    ]
+    for run in runs:
+        if sensor is import_failure_sensor:
+            instance.report_run_failed(run)
+        else:
+            instance.report_run_canceled(run)
+
+    ticked = _tick(sensor, instance, resources, started.cursor)
+
+    assert ticked.skip_message is None
+    assert len(ticked.dagster_run_reactions) == 2
+    assert not [r for r in ticked.dagster_run_reactions if r.error], [r.error for r in ticked.dagster_run_reactions]
+    expected = "failed" if sensor is import_failure_sensor else "missing"
+    assert set(_states(store, _pairs(request)).values()) == {expected}
 
 
 def test_a_killed_backfill_run_of_several_partitions_reads_as_failed(instance, resources):
