@@ -1,6 +1,6 @@
-"""Frees an import's marks when the import itself could not: a killed run's read as failed, a cancelled run's
-are taken back. Both watch the import sensor's runs and an analyst's runs of the places asset alike. A failed
-import's pairs are shown as failed partitions of places."""
+"""Frees an import's marks when the import itself could not: a killed run's read as failed once Dagster runs it
+again no more, a cancelled run's are taken back. Both watch the import sensor's runs and an analyst's runs of the
+places asset alike. A failed import's pairs are shown as failed partitions of places."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ import dagster as dg
 # since reads as failed. (Its failure events are not read back by the open-source event log.)
 from dagster._core.events import AssetMaterializationPlannedData
 
+# Dagster's own decision whether a failed run is run again (run_retries in dagster.yaml), the one its retry daemon
+# acts on: a run whose worker, pod or daemon died is, a run whose step failed is not.
+from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
+
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import PLACES, run_stamp
 from nakodo_dagster.errors import InvalidInput
@@ -23,6 +27,7 @@ from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
+from nakodo_dagster.words import plural
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,15 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     "places asset.",
 )
 def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> None:
-    run, now = context.dagster_run, datetime.now(UTC)
+    # Read again: Dagster tags a failed run it will retry just after recording the failure.
+    run, now = context.instance.get_run_by_id(context.dagster_run.run_id) or context.dagster_run, datetime.now(UTC)
     marks = held_marks(run, store.store)
+    if should_retry(run, context.instance):
+        # The retry carries the run's tags, so its stamp: it imports the pairs under the same marks, and only the
+        # failure of its last retry marks them failed.
+        held = f"its {plural(len(marks.pairs), 'pair')} stay on their way for it" if marks else "it holds no marks"
+        context.log.info(f"Run {run.run_id} failed and Dagster runs it again: {held}.")
+        return
     if marks is not None:
         marked = store.store.mark_failed(marks.pairs, marks.stamp, now, run_failure_reason(context))
         context.log.info(
