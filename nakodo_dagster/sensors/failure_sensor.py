@@ -27,7 +27,6 @@ from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
-from nakodo_dagster.words import plural
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,10 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     if should_retry(run, context.instance):
         # The retry carries the run's tags, so its stamp: it imports the pairs under the same marks, and only the
         # failure of its last retry marks them failed.
-        held = f"its {plural(len(marks.pairs), 'pair')} stay on their way for it" if marks else "it holds no marks"
+        count = len(marks.pairs) if marks else 0
+        held = {0: "it holds no marks", 1: "its pair stays on its way for the retry"}.get(
+            count, f"its {count} pairs stay on their way for the retry"
+        )
         context.log.info(f"Run {run.run_id} failed and Dagster runs it again: {held}.")
         return
     if marks is not None:
