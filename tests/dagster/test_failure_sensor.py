@@ -27,6 +27,7 @@ from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.auto_run_reexecution.auto_run_reexecution import consume_new_runs_for_automatic_reexecution
 from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
@@ -38,10 +39,10 @@ from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
-from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
+from nakodo_dagster.placement import LAUNCH_GRACE_MINUTES, Cutoffs, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import held_marks, import_cancel_sensor, import_failure_sensor
-from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.sensors.import_sensor import import_sensor, request_import_runs
 from nakodo_dagster.store import Store
 from nakodo_dagster.store.duckdb_store import _thread_lock
 
@@ -446,3 +447,24 @@ def test_an_import_whose_step_failed_is_not_run_again(resources):
 
         assert _retry_as_the_daemon_does(process, run) is None
     assert set(_states(store, _pairs(request)).values()) == {"failed"}
+
+
+def test_the_marks_of_a_run_dagster_could_not_run_again_are_asked_for_again(resources):
+    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+    with dg.instance_for_test(overrides=settings) as instance:
+        store = resources["store"].store
+        store.add_campaign("Leeds", LEEDS)
+        request = _request(instance, resources)
+        run = _queue(instance, request)
+        _fail_as_run_monitoring_does(instance, resources, run)
+        assert set(_states(store, _pairs(request)).values()) == {"coming"}, "left for its retry"
+        # The retry daemon of a daemon just started, its code location not loaded: the retry cannot be launched.
+        with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as nowhere:
+            assert _retry_as_the_daemon_does(nowhere, run) is None
+
+        later = datetime.now(UTC) + timedelta(minutes=LAUNCH_GRACE_MINUTES, seconds=1)
+        asked = request_import_runs(
+            instance, store, resources["overture"], later, logging.getLogger(__name__)
+        ).run_requests
+
+    assert sorted(pair for r in asked for pair in _pairs(r)) == sorted(_pairs(request)), "asked for again"
