@@ -4,7 +4,8 @@ same at Overture's scale, millions of places, against a pyarrow dataset in turn 
 a million loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the
 search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
 default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
-account's backlog (fleet).
+account's backlog (fleet); the fleet through faults of its own machinery, the daemon killed and restarted, run workers
+killed, imports cancelled, campaigns paused (faults: ``python -m bench.soak`` alone, with a seed to replay).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
 from bench.report import write_results
 from bench.search import measure_search
+from bench.soak import measure_soak
 from nakodo_dagster.overture.index import load_index
 from nakodo_dagster.overture.reader import longitude_ranges, query_column
 from nakodo_dagster.overture.sample import DEFAULT_RELEASE, publish_releases, write_sample_release
@@ -147,7 +149,7 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
         server.stop()
 
 
-PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet")
+PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "faults")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
@@ -156,6 +158,7 @@ SECTIONS = {
     "policy": ("sensors", "search_runs"),
     "daemon": ("daemon", "daemon_postgres", "daemon_dagster_launcher"),
     "fleet": ("fleet",),
+    "faults": ("faults",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
 # Written by an earlier bench (one import tick through the sensor's old API): the sensors section supersedes it.
@@ -327,6 +330,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fleet-pace", type=float, default=900, help="block runs an hour when no daemon figure is kept (900)"
     )
+    parser.add_argument("--soak-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
+    parser.add_argument("--soak-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
+    parser.add_argument("--soak-faults", type=int, default=12, help="faults the soak injects (default 12)")
     parser.add_argument(
         "--postgres",
         default="postgresql://postgres@127.0.0.1:5432/test",
@@ -344,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     # The fleet reads no release: it is written only for the parts that do.
     local_root = None
-    if set(args.only) & {"readers", "policy", "daemon"}:
+    if set(args.only) & {"readers", "policy", "daemon", "faults"}:
         print(f"release of {args.rows:,} places ...", flush=True)
         local_root = release(work, args.rows)
     path = args.out / "results.json"
@@ -391,6 +397,12 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
         print(f"{runs} block runs through dagster-daemon, a PostgreSQL instance ...", flush=True)
         postgres = measure_daemon(str(local_root), runs, "postgres", args.postgres)
         return {"daemon": embedded, "daemon_postgres": postgres, "daemon_dagster_launcher": dagster_launcher}
+    if part == "faults":
+        print(
+            f"fault soak: {args.soak_campaigns} campaigns, {args.soak_faults} faults (seed {args.soak_seed}) ...",
+            flush=True,
+        )
+        return {"faults": measure_soak(str(local_root), args.soak_seed, args.soak_campaigns, args.soak_faults)}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)
@@ -439,6 +451,7 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
         },
         "daemon": {"daemon_runs": args.daemon_runs},
         "fleet": {"fleet_blocks": args.fleet_blocks, "fleet_blocks_per_campaign": args.fleet_blocks_per_campaign},
+        "faults": {"soak_seed": args.soak_seed, "soak_campaigns": args.soak_campaigns, "soak_faults": args.soak_faults},
     }[part]
 
 

@@ -6,7 +6,6 @@ that ended; the fleet imports again within minutes."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -15,21 +14,19 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 from overture_helpers import CURRENT as RELEASE
 
 from bench.daemon import running_daemon
+from bench.soak import FINISHED, daemon_home, import_runs, run_pairs, slots_held_by_ended_runs
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL
-from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
 from nakodo_dagster.store import open_store
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
-PROJECT = Path(__file__).parents[2]
 # Two campaigns far apart: two import runs, one per block, both running at once.
 CAMPAIGNS = {
     "Leeds": Targeting((PointLocation(53.75, -1.75, 2),), ("cafe",)),
@@ -38,31 +35,11 @@ CAMPAIGNS = {
 # What "within minutes" allows after the restart: the killed runs are found dead at run monitoring's first look,
 # their slots freed 75 s after they ended (dagster.yaml), and their retries take seconds.
 RECOVERY_SECONDS = 240
-FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
-
-
-def _import_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND})))
-
-
-def _pairs(runs: list[dg.DagsterRun]) -> set[tuple[str, str]]:
-    return {tuple(pair) for run in runs for pair in import_payload(run.run_config)["pairs"]}
 
 
 def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release_root):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
-    workspace = tmp_path / "workspace.yaml"
-    location = {"module_name": "nakodo_dagster.definitions", "working_directory": str(tmp_path)}
-    workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": location}]}))
-    environ = {
-        **{name: value for name, value in os.environ.items() if not name.startswith(("NAKODO_", "DAGSTER_"))},
-        "DAGSTER_HOME": str(home),
-        "NAKODO_DATABASE": str(tmp_path / "store.duckdb"),
-        "NAKODO_OVERTURE_ROOT": release_root,
-        "NAKODO_OVERTURE_INDEX": str(tmp_path / "overture_index"),
-    }
+    workspace, environ = daemon_home(tmp_path, release_root)
+    home = environ["DAGSTER_HOME"]
     # The release's index is a pipe nobody writes: an import blocks reading it until its worker is killed.
     index = index_path(release_root, RELEASE, tmp_path / "overture_index")
     index.parent.mkdir(parents=True)
@@ -76,10 +53,12 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.get_runs_count()
 
-        def wait_for(what: str, seconds: float, ready: Callable[[], object], log: Path) -> object:
+        def wait_for(
+            what: str, seconds: float, ready: Callable[[], object], log: Path, state: Callable[[], str] = str
+        ) -> object:
             deadline = time.monotonic() + seconds
             while not (found := ready()):
-                assert time.monotonic() < deadline, f"waited {seconds} s for {what}\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"waited {seconds} s for {what}: {state()}\n{log.read_text()}"
                 time.sleep(0.5)
             return found
 
@@ -92,7 +71,7 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
                 "two import runs holding both import slots",
                 240,
                 lambda: (
-                    (running := [r for r in _import_runs(instance) if r.status == dg.DagsterRunStatus.STARTED])
+                    (running := [r for r in import_runs(instance) if r.status == dg.DagsterRunStatus.STARTED])
                     and len(running) == 2
                     and slot_holders() == {r.run_id for r in running}
                     and running
@@ -101,7 +80,7 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
             )
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
-        pairs = _pairs(killed)
+        pairs = {pair for run in killed for pair in run_pairs(run)}
         # The pipe goes: the retries build the index and read the release.
         index.unlink()
 
@@ -114,12 +93,17 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
                 cutoffs = Cutoffs.at(datetime.now(UTC))
                 return len(rows) == len(pairs) and {cutoffs.row_state(row) for row in rows} == {"fresh"}
 
-            wait_for("the killed imports to land", RECOVERY_SECONDS, landed, restart_log)
+            def runs_and_marks() -> str:
+                runs = [(r.run_id[:8], r.status.value, r.tags.get(WILL_RETRY_TAG)) for r in import_runs(instance)]
+                rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
+                return f"import runs {runs}; marks {[(r.area, r.category, r.release, r.failure) for r in rows]}"
+
+            wait_for("the killed imports to land", RECOVERY_SECONDS, landed, restart_log, runs_and_marks)
             recovered = time.monotonic() - restarted
             wait_for(
                 "every import run to end",
                 60,
-                lambda: all(r.status in FINISHED for r in _import_runs(instance)),
+                lambda: all(r.status in FINISHED for r in import_runs(instance)),
                 restart_log,
             )
 
@@ -132,6 +116,5 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
             assert retry.tags[tags.STAMP] == run.tags[tags.STAMP], "the retry held the killed run's marks"
         rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
         assert not [row for row in rows if row.failure], "a fault of the machinery marked pairs failed"
-        ended = {r.run_id for r in _import_runs(instance) if r.status in FINISHED}
-        assert not slot_holders() & ended, "a pool slot is held by a run that ended"
+        assert not slots_held_by_ended_runs(instance), "a pool slot is held by a run that ended"
         print(f"imports landed {recovered:.0f} s after the daemon was started again")
