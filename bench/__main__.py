@@ -5,7 +5,7 @@ a million loaded places on both backends (search); both sensors' ticks at 100 to
 search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
 default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
 account's backlog (fleet); the fleet through faults of its own machinery, the daemon killed and restarted, run workers
-killed, imports cancelled, campaigns paused (faults: ``python -m bench.soak`` alone, with a seed to replay).
+killed, imports cancelled, campaigns paused (faults: ``python -m bench.faults`` alone, with a seed to replay).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from bench.daemon import measure_daemon
+from bench.faults import measure_soak
 from bench.fleet import measure_fleet
 from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
 from bench.report import write_results
 from bench.search import measure_search
-from bench.soak import measure_soak
 from nakodo_dagster.overture.index import load_index
 from nakodo_dagster.overture.reader import longitude_ranges, query_column
 from nakodo_dagster.overture.sample import DEFAULT_RELEASE, publish_releases, write_sample_release

@@ -709,7 +709,7 @@ def _fault_lines(results: dict) -> list[str]:
         "",
         f"The real `dagster-daemon` with the embedded default's dagster.yaml, {soak['campaigns']} campaigns "
         f"({soak['pairs_needed']} pairs) over the sample release, faults on a schedule of seed {soak['seed']} "
-        "(`python -m bench.soak --seed N` replays it). Survived: the pairs the fault hit landed (the daemon's: those "
+        "(`python -m bench.faults --seed N` replays it). Survived: the pairs the fault hit landed (the daemon's: those "
         "of the imports in flight when it was killed; a killed worker's or a cancelled run's: its own), timed from "
         "the fault to the last of them; a paused campaign: resumed.",
         "",

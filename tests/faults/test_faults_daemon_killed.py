@@ -18,7 +18,7 @@ from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 from overture_helpers import CURRENT as RELEASE
 
 from bench.daemon import running_daemon
-from bench.soak import FINISHED, daemon_home, import_runs, run_pairs, slots_held_by_ended_runs
+from bench.faults import FINISHED, daemon_home, import_runs, run_pairs, slots_held_by_ended_runs
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL
 from nakodo_dagster.overture.index import index_path

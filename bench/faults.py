@@ -6,7 +6,7 @@ running, a campaign paused and resumed while its imports run. At the end, from t
 from logs: every pair an active campaign needs is loaded, none marked failed, no mark waits without a run, no pair
 was imported by two runs at once, at most two import runs ran at once, no pool slot is held by a run that ended.
 
-``python -m bench.soak [--seed N] [--campaigns N] [--faults N] [--release-root PATH]`` prints the figures as
+``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--release-root PATH]`` prints the figures as
 JSON; the same seed replays the same schedule of faults (the moments the runs meet them depend on the machine).
 """
 
@@ -395,7 +395,7 @@ def measure_soak(release_root: str | None, seed: int, campaigns: int, faults: in
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__)
     parser.add_argument("--seed", type=int, default=40, help="seed of the campaigns and the faults' schedule")
     parser.add_argument("--campaigns", type=int, default=40, help="campaigns over the sample release (default 40)")
     parser.add_argument("--faults", type=int, default=12, help="faults to inject (default 12)")
