@@ -30,7 +30,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from bench.daemon import measure_daemon
-from bench.faults import measure_soak
+from bench.faults import measure_faults
 from bench.fleet import measure_fleet
 from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
@@ -330,9 +330,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fleet-pace", type=float, default=900, help="block runs an hour when no daemon figure is kept (900)"
     )
-    parser.add_argument("--soak-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
-    parser.add_argument("--soak-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
-    parser.add_argument("--soak-faults", type=int, default=12, help="faults the soak injects (default 12)")
+    parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
+    parser.add_argument("--faults-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
+    parser.add_argument("--faults-count", type=int, default=12, help="faults the soak injects (default 12)")
     parser.add_argument(
         "--postgres",
         default="postgresql://postgres@127.0.0.1:5432/test",
@@ -399,10 +399,10 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
         return {"daemon": embedded, "daemon_postgres": postgres, "daemon_dagster_launcher": dagster_launcher}
     if part == "faults":
         print(
-            f"fault soak: {args.soak_campaigns} campaigns, {args.soak_faults} faults (seed {args.soak_seed}) ...",
+            f"fault soak: {args.faults_campaigns} campaigns, {args.faults_count} faults (seed {args.faults_seed}) ...",
             flush=True,
         )
-        return {"faults": measure_soak(str(local_root), args.soak_seed, args.soak_campaigns, args.soak_faults)}
+        return {"faults": measure_faults(str(local_root), args.faults_seed, args.faults_campaigns, args.faults_count)}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)
@@ -451,7 +451,11 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
         },
         "daemon": {"daemon_runs": args.daemon_runs},
         "fleet": {"fleet_blocks": args.fleet_blocks, "fleet_blocks_per_campaign": args.fleet_blocks_per_campaign},
-        "faults": {"soak_seed": args.soak_seed, "soak_campaigns": args.soak_campaigns, "soak_faults": args.soak_faults},
+        "faults": {
+            "faults_seed": args.faults_seed,
+            "faults_campaigns": args.faults_campaigns,
+            "faults_count": args.faults_count,
+        },
     }[part]
 
 

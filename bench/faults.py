@@ -388,7 +388,7 @@ def _release(root: str | None) -> Iterator[str]:
         yield folder
 
 
-def measure_soak(release_root: str | None, seed: int, campaigns: int, faults: int) -> dict:
+def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int) -> dict:
     """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given)."""
     with _release(release_root) as root, tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder:
         return soak(root, seed, campaigns, faults, Path(folder))
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--faults", type=int, default=12, help="faults to inject (default 12)")
     parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
     args = parser.parse_args(argv)
-    print(json.dumps(measure_soak(args.release_root, args.seed, args.campaigns, args.faults), indent=2))
+    print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults), indent=2))
 
 
 if __name__ == "__main__":
