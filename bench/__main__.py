@@ -4,8 +4,10 @@ same at Overture's scale, millions of places, against a pyarrow dataset in turn 
 a million loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the
 search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
 default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
-account's backlog (fleet); the fleet through faults of its own machinery, the daemon killed and restarted, run workers
-killed, imports cancelled, campaigns paused (faults: ``python -m bench.faults`` alone, with a seed to replay).
+account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
+PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the fleet through faults of its own
+machinery, the daemon killed and restarted, run workers killed, imports cancelled, campaigns paused (faults:
+``python -m bench.faults`` alone, with a seed to replay).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
 from bench.report import write_results
 from bench.search import measure_search
+from bench.soak import measure_soak
 from nakodo_dagster.overture.index import load_index
 from nakodo_dagster.overture.reader import longitude_ranges, query_column
 from nakodo_dagster.overture.sample import DEFAULT_RELEASE, publish_releases, write_sample_release
@@ -149,7 +152,7 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
         server.stop()
 
 
-PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "faults")
+PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "faults")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
@@ -158,6 +161,7 @@ SECTIONS = {
     "policy": ("sensors", "search_runs"),
     "daemon": ("daemon", "daemon_postgres", "daemon_dagster_launcher"),
     "fleet": ("fleet",),
+    "soak": ("soak",),
     "faults": ("faults",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
@@ -330,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fleet-pace", type=float, default=900, help="block runs an hour when no daemon figure is kept (900)"
     )
+    parser.add_argument("--soak-campaigns", type=int, default=10_000, help="the soak's fleet on PostgreSQL (10,000)")
+    parser.add_argument("--duckdb-soak-campaigns", type=int, default=1_000, help="the soak's fleet on DuckDB (1,000)")
     parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
     parser.add_argument("--faults-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
     parser.add_argument("--faults-count", type=int, default=12, help="faults the soak injects (default 12)")
@@ -397,6 +403,12 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
         print(f"{runs} block runs through dagster-daemon, a PostgreSQL instance ...", flush=True)
         postgres = measure_daemon(str(local_root), runs, "postgres", args.postgres)
         return {"daemon": embedded, "daemon_postgres": postgres, "daemon_dagster_launcher": dagster_launcher}
+    if part == "soak":
+        soaks = []
+        for backend, campaigns in (("postgres", args.soak_campaigns), ("duckdb", args.duckdb_soak_campaigns)):
+            print(f"soak: {campaigns:,} campaigns on {backend}, the sensors in the daemon's order ...", flush=True)
+            soaks.append(measure_soak(backend, args.postgres, work, campaigns))
+        return {"soak": soaks}
     if part == "faults":
         print(
             f"fault soak: {args.faults_campaigns} campaigns, {args.faults_count} faults (seed {args.faults_seed}) ...",
@@ -451,6 +463,7 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
         },
         "daemon": {"daemon_runs": args.daemon_runs},
         "fleet": {"fleet_blocks": args.fleet_blocks, "fleet_blocks_per_campaign": args.fleet_blocks_per_campaign},
+        "soak": {"soak_campaigns": args.soak_campaigns, "duckdb_soak_campaigns": args.duckdb_soak_campaigns},
         "faults": {
             "faults_seed": args.faults_seed,
             "faults_campaigns": args.faults_campaigns,

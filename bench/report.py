@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from bench.soak import soak_lines
 from nakodo_dagster.overture.index import FETCH_WORKERS
 
 READER_NAMES = {
@@ -866,5 +867,6 @@ def write_results(results: dict, folder: Path) -> None:
     lines += _search_runs_lines(results, summary)
     lines += _daemon_lines(results, summary)
     lines += _fleet_lines(results)
+    lines += soak_lines(results.get("soak", []), _when(results, "soak") if "soak" in results else "")
     lines += _fault_lines(results)
     (folder / "results.md").write_text("\n".join(lines))

@@ -507,6 +507,9 @@ BACKLOG_PRIORITY = 0
 IMPORT_WAIT_HOURS = 6
 SEARCH_AGAIN_MINUTES = 2
 SEARCH_WINDOW_HOURS = 24
+# A search asked for and not yet begun is left alone this long before it is asked for again: longer than a batch
+# of ten thousand campaigns takes to reach its last one, short enough that a lost run costs one wait, not a day.
+SEARCH_IN_FLIGHT = timedelta(minutes=30)
 
 
 def search_due(

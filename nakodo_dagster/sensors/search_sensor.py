@@ -1,7 +1,7 @@
 """Brings each campaign's search back while its imports land: one batch run per tick for every campaign due."""
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -9,16 +9,13 @@ from nakodo_dagster import tags
 from nakodo_dagster.jobs.by_hand import search_campaigns_by_hand
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.partitions import campaign_partitions_requests
-from nakodo_dagster.placement import search_due
+from nakodo_dagster.placement import SEARCH_IN_FLIGHT, search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store.base import COMMIT_OVERLAP
 from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.words import plural
 
 FIRST_OF_THE_DAY = "first search of the day"
-# A search asked for and not yet begun is left alone this long before it is asked for again: longer than a batch
-# of ten thousand campaigns takes to reach its last one, short enough that a lost run costs one wait, not a day.
-SEARCH_IN_FLIGHT = timedelta(minutes=30)
 
 
 def in_flight(progress: SearchProgress, now: datetime) -> bool:
@@ -64,28 +61,18 @@ def search_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
 ) -> dg.SensorResult:
     now = datetime.now(UTC)
-    # The cursor is when the campaigns' progress was last counted: only those whose pairs changed since are
-    # counted again.
-    counted_at = datetime.fromisoformat(context.cursor) if context.cursor else None
-    campaigns, recounted = store.store.count_progress(now, counted_at)
-    cursor = (now - COMMIT_OVERLAP).isoformat()
-    if not campaigns:
-        return dg.SensorResult(skip_reason="No active campaign.", cursor=cursor)
+    count = store.store.count_progress(now)
+    if not count.active:
+        return dg.SensorResult(skip_reason="No active campaign.")
     imports_on = overture.off_reason is None
-    reasons = {c.campaign_id: why for c in campaigns if (why := due_reason(c, imports_on, now))}
-    due = sorted((c for c in campaigns if c.campaign_id in reasons), key=lambda c: c.campaign_id)
-    partitions = campaign_partitions_requests(context.instance, ((c.campaign_id, c.name) for c in campaigns))
+    reasons = {c.campaign_id: why for c in count.maybe_due if (why := due_reason(c, imports_on, now))}
+    recounted = f"{count.recounted:,} campaign areas recounted"
     if not reasons:
-        return dg.SensorResult(
-            dynamic_partitions_requests=partitions,
-            skip_reason=f"None of {plural(len(campaigns), 'campaign')} is due ({recounted:,} recounted).",
-            cursor=cursor,
-        )
+        return dg.SensorResult(skip_reason=f"None of {plural(count.active, 'campaign')} is due ({recounted}).")
+    due = [c for c in count.maybe_due if c.campaign_id in reasons]
     store.store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)
     summary = _summary(reasons)
-    context.log.info(
-        f"Searching {summary}; progress recounted for {recounted:,} of {plural(len(campaigns), 'campaign')}."
-    )
+    context.log.info(f"Searching {summary} of {plural(count.active, 'campaign')}; {recounted}.")
     return dg.SensorResult(
         run_requests=[
             dg.RunRequest(
@@ -94,6 +81,8 @@ def search_sensor(
                 tags={tags.WHY: summary, tags.CAMPAIGN: tags.campaign_names([c.name for c in due])},
             )
         ],
-        dynamic_partitions_requests=partitions,
-        cursor=cursor,
+        # Only the campaigns searched now: registering every campaign read the fleet's keys on every tick.
+        dynamic_partitions_requests=campaign_partitions_requests(
+            context.instance, ((c.campaign_id, c.name) for c in due)
+        ),
     )

@@ -15,15 +15,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
+    IMPORT_WAIT_HOURS,
     LAUNCH_GRACE_MINUTES,
     REQUESTED,
+    SEARCH_AGAIN_MINUTES,
+    SEARCH_IN_FLIGHT,
+    SEARCH_WINDOW_HOURS,
     CountryLocation,
     Cutoffs,
     ImportRun,
@@ -56,6 +60,7 @@ from nakodo_dagster.store.models import (
     ImportStatus,
     NeededPair,
     PlaceName,
+    ProgressCount,
     Reservation,
     SearchProgress,
     WrittenImport,
@@ -82,6 +87,11 @@ T = TypeVar("T")
 COMMIT_OVERLAP = timedelta(minutes=1)
 # What a campaign's first search, or its first after its targeting changed, reads: everything loaded.
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)
+# What one count or look works out again at most, the rest left for the next: a tick after any change, however big
+# (a release gone stale at once, a daemon back after a day), stays within seconds. A queued pair moves 1 to 3
+# campaign areas of a 10,000-campaign fleet; a block holds a few hundred of its campaigns' pairs.
+PROGRESS_PAIRS_PER_COUNT = 10_000
+LINE_BLOCKS_PER_LOOK = 1_000
 # A moment no change reaches: a count afresh reads needs from place_imports alone.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -127,6 +137,11 @@ class Transaction(ABC):
     @abstractmethod
     def load_incoming_places(self, places: pa.Table) -> None:
         """Bulk-load normalised rows (``sql.INCOMING_COLUMNS``, in order) into the temp table incoming_places."""
+
+    @abstractmethod
+    def analyze(self, *tables: str) -> None:
+        """Give the planner the sizes of these temp tables (the store's names, never user text), which drive the
+        statements after them."""
 
     @abstractmethod
     def keep_coverage_statistics(self, restated: int) -> None:
@@ -215,6 +230,40 @@ def _count_needs(tx: Transaction, campaign_ids: Sequence[int], change: int, area
         became += sum(1 for (campaigns,) in rows if campaigns == max(change, 0))
     if became:
         tx.run(sql.CHANGE_NEEDED_TOTAL, change=became * change)
+
+
+def _note_progress_due(tx: Transaction, campaign_id: int) -> None:
+    """The campaign's needs changed: the next count counts its progress whole."""
+    tx.run(sql.NOTE_PROGRESS_DUE, campaign_id=campaign_id, due_at=datetime.now(UTC))
+
+
+def _forget_progress(tx: Transaction, campaign_ids: Iterable[int]) -> None:
+    """Paused campaigns keep no progress: a campaign resumed is counted whole again."""
+    for campaign_id in campaign_ids:
+        for statement in sql.FORGET_CAMPAIGN_PROGRESS:
+            tx.run(statement, campaign_id=campaign_id)
+
+
+class _Recount(NamedTuple):
+    """What one coverage count worked out again."""
+
+    pairs: int
+    campaign_areas: int
+
+
+def _count_progress_whole(tx: Transaction, *, everyone: bool) -> int:
+    """Count the progress of the campaigns noted due, or of every active campaign, from the kept coverage; a
+    campaign noted since this count read the notes stays noted. Returns the (campaign, area) rows looked at."""
+    tx.run(sql.CREATE_DUE_READ, everyone=everyone)
+    tx.run(sql.CREATE_COUNTED_CAMPAIGNS, everyone=everyone)
+    tx.run(sql.CREATE_COUNTED_AREAS, everyone=everyone)
+    tx.analyze("counted_campaigns", "counted_areas")
+    tx.run(sql.FORGET_COUNTED_AREAS, everyone=everyone)
+    tx.run(sql.KEEP_COUNTED_AREAS, requested=REQUESTED)
+    tx.run(sql.FORGET_UNCOUNTED_PROGRESS, everyone=everyone)
+    tx.run(sql.KEEP_COUNTED_PROGRESS)
+    tx.run(sql.LEAVE_DUE)
+    return tx.rows(sql.COUNTED_AREAS)[0][0]
 
 
 def _campaign_filter(campaign_ids: Sequence[int] | None) -> dict[str, Any]:
@@ -390,13 +439,14 @@ class Store(ABC):
     ) -> Reservation:
         """Mark the missing pairs of at most ``max_runs`` import runs, in the database, and group what we got.
 
-        ``relook`` finds every missing pair again: the campaigns' kept areas and categories (every active
+        ``relook`` finds the missing pairs again: the campaigns' kept areas and categories (every active
         campaign, or the active ones of ``campaign_ids``) anti-joined with place_imports under the one freshness
-        rule, lined up in fair-share order (``sql.LINE_UP``: accounts take turns, each campaign's first block
-        before the rest). The whole fleet's line is kept, so that without ``relook`` a tick admits from its head
-        and finds again only the admitted blocks' missing pairs. The runs come back in line order, the counts
-        before admission. ``max_runs=0`` reserves nothing and only counts. Campaigns their account's plan paused
-        are left out, as every paused one is, and counted.
+        rule, lined up in fair-share order (``sql.line_up``: accounts take turns, each campaign's first block
+        before the rest). For the whole fleet, only in the blocks whose pairs changed since the last look (the
+        coverage count notes them); its demand and its line are kept, so that without ``relook`` a tick admits
+        from the line's head and finds again only the admitted blocks' missing pairs. The runs come back in line
+        order, the counts before admission. ``max_runs=0`` reserves nothing and only counts. Campaigns their
+        account's plan paused are left out, as every paused one is, and counted.
         """
         if max_runs < 0:
             raise InvalidInput(f"max_runs {max_runs!r} is not allowed: use 0 or more")
@@ -406,14 +456,25 @@ class Store(ABC):
         relook = relook or not keep_line
         line = "new_line" if relook else "import_line"
 
-        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple]]:
-            if relook:
+        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple], int]:
+            relined = 0
+            if relook and keep_line:
+                # The coverage count notes the blocks whose pairs changed since it last counted: only those are
+                # looked at again, and the fleet's kept demand lined up.
+                self._recount_coverage(tx, now)
+                tx.run(sql.CREATE_RELINED, blocks=LINE_BLOCKS_PER_LOOK)
+                tx.analyze("relined")
+                [(relined,)] = tx.rows(sql.RELINED)
+                tx.run(sql.FORGET_RELINED_DEMAND)
+                tx.run(sql.KEEP_RELINED_DEMAND, **rule, **campaigns)
+                tx.run(sql.FORGET_RELINED_PAIRS)
+                tx.run(sql.KEEP_RELINED_PAIRS, **rule)
+                tx.run(sql.LEAVE_RELINED)
+                tx.run(sql.line_up("line_demand", "line_pairs"))
+            elif relook:
                 tx.run(sql.CREATE_MISSING, **rule, **campaigns)
-                if keep_line:
-                    tx.run(sql.CREATE_FLEET_BLOCK_PAIRS, **rule)
-                else:
-                    tx.run(sql.CREATE_CAMPAIGN_BLOCK_PAIRS, **rule, **campaigns)
-                tx.run(sql.LINE_UP)
+                tx.run(sql.CREATE_CAMPAIGN_BLOCK_PAIRS, **rule, **campaigns)
+                tx.run(sql.line_up("missing_demand", "block_pairs"))
             [(missing_runs, missing_pairs)] = tx.rows(sql.LINE_TOTALS if relook else sql.LINE_SUMMARY)
             [(coming_pairs,)] = tx.rows(sql.COMING_PAIRS, **rule)
             [(paused_for_plan,)] = tx.rows(sql.PAUSED_FOR_PLAN, **campaigns)
@@ -425,16 +486,16 @@ class Store(ABC):
                 tx.run(sql.KEEP_LINE)
             elif keep_line:
                 tx.run(sql.LEAVE_LINE)
-            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order
+            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order, relined
 
-        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order = self._transact(work)
+        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order, relined = self._transact(work)
         by_area = _by_area(reserved)
         runs = import_runs(by_area, {key: parse_area_key(key) for key in by_area})
         turn = {block: position for position, (block, _) in enumerate(order)}
         runs.sort(key=lambda run: turn[run_block(run)])
         first_blocks = {block for block, first in order if first}
         first_runs = frozenset(run.key for run in runs if run_block(run) in first_blocks)
-        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan, first_runs)
+        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan, first_runs, relined)
 
     def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
         """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""
@@ -459,7 +520,7 @@ class Store(ABC):
             raise InvalidInput(f"listed {listed!r} is not allowed: use 0 or more")
 
         def work(tx: Transaction) -> Coverage:
-            recounted = self._recount_coverage(tx, now)
+            recounted = self._recount_coverage(tx, now).pairs
             kept = dict(tx.rows(sql.COVERAGE_COUNTS))
             counts = {state: kept[state] for state in PAIR_STATES if state != "missing"}
             # Missing is what the other states leave of the needed pairs. A write landing between the count
@@ -483,13 +544,14 @@ class Store(ABC):
         """Work out again the state of every needed pair that may have changed since the last count (every pair
         with a place_imports row on the first count, or when ``now`` is before the last count's); returns how
         many pairs were looked at."""
-        return self._transact(lambda tx: self._recount_coverage(tx, now))
+        return self._transact(lambda tx: self._recount_coverage(tx, now).pairs)
 
     @staticmethod
-    def _recount_coverage(tx: Transaction, now: datetime) -> int:
+    def _recount_coverage(tx: Transaction, now: datetime) -> _Recount:
         started = datetime.now(UTC)
         [(counted_at, needs_through)] = tx.rows(sql.LOCK_COVERAGE_COUNTED)
-        if counted_at == _EVER or now < counted_at:
+        from_scratch = counted_at == _EVER or now < counted_at
+        if from_scratch:
             # Counted afresh: every pair with a place_imports row. One without is missing, as it was; a change to
             # its needs alone moves only the needed count, which its writer keeps.
             tx.run(sql.FORGET_COVERAGE)
@@ -499,13 +561,31 @@ class Store(ABC):
             since = counted_at - COMMIT_OVERLAP
         tx.run(sql.CREATE_RECOUNT, **_rule_since(since, now), needs_through=needs_through)
         tx.run(sql.CREATE_RESTATED, **_rule(now))
+        tx.analyze("restated")
         tx.run(sql.MOVE_COVERAGE_COUNTS)
+        tx.run(sql.NOTE_EVERY_LINE_DUE if from_scratch else sql.NOTE_RESTATED_LINE_DUE, now=now)
         tx.run(sql.FORGET_RESTATED)
         tx.run(sql.KEEP_RESTATED)
+        if from_scratch:
+            # Every campaign is counted whole below.
+            tx.run(sql.FORGET_PROGRESS_QUEUE)
+            moved = 0
+        else:
+            tx.run(sql.QUEUE_MOVED_PAIRS, now=now)
+            tx.run(sql.CREATE_MOVING_PAIRS, pairs=PROGRESS_PAIRS_PER_COUNT)
+            tx.run(sql.LEAVE_MOVING_PAIRS)
+            tx.run(sql.CREATE_AREAS_MOVED)
+            tx.analyze("areas_moved")
+            tx.run(sql.CREATE_AREA_MOVES, requested=REQUESTED)
+            tx.run(sql.FORGET_MOVED_AREAS)
+            tx.run(sql.KEEP_MOVED_AREAS)
+            tx.run(sql.MOVE_PROGRESS)
+            [(moved,)] = tx.rows(sql.AREAS_MOVED)
+        counted = _count_progress_whole(tx, everyone=from_scratch)
         tx.run(sql.KEEP_COVERAGE_COUNTED, counted_at=now, needs_through=started - COMMIT_OVERLAP)
         [(recounted,)] = tx.rows(sql.RECOUNTED)
         tx.keep_coverage_statistics(recounted)
-        return recounted
+        return _Recount(recounted, moved + counted)
 
     def marks_awaiting_run(self, now: datetime) -> dict[datetime, int]:
         """The stamps of marks whose run should exist by now (past the launch grace, not yet failed), and how
@@ -612,6 +692,7 @@ class Store(ABC):
             [(campaign_id,)] = tx.rows(sql.ADD_CAMPAIGN, **params, account_id=account.id)
             _keep_campaign_needs(tx, campaign_id, targeting)
             _count_needs(tx, [campaign_id], 1)
+            _note_progress_due(tx, campaign_id)
             _note_needs_changed(tx)
             return campaign_id
 
@@ -658,6 +739,10 @@ class Store(ABC):
             tx.run(sql.SET_CAMPAIGN_STATUS, status=status, id=campaign.id)
             if campaign.status != status:
                 _count_needs(tx, [campaign.id], 1 if status == "active" else -1)
+            if status == "active":
+                _note_progress_due(tx, campaign.id)
+            else:
+                _forget_progress(tx, [campaign.id])
             _note_needs_changed(tx)
 
         self._transact(work)
@@ -686,6 +771,7 @@ class Store(ABC):
             new_areas = _keep_campaign_areas(tx, campaign.id, added)
             if campaign.status == "active" and new_areas:
                 _count_needs(tx, [campaign.id], 1, areas=new_areas)
+                _note_progress_due(tx, campaign.id)
             _note_needs_changed(tx)
             return replace(campaign, targeting=targeting)
 
@@ -757,6 +843,7 @@ class Store(ABC):
             if reasons:
                 tx.run(sql.PAUSE_FOR_PLAN, campaign_ids=list(reasons), reasons=list(reasons.values()))
                 _count_needs(tx, list(reasons), -1)
+                _forget_progress(tx, reasons)
                 _note_needs_changed(tx)
             return reasons
 
@@ -914,29 +1001,30 @@ class Store(ABC):
         rows = self._transact(lambda tx: tx.rows(sql.SEARCH_PROGRESS, **_rule(now), **_campaign_filter(campaign_ids)))
         return [SearchProgress(*row) for row in rows]
 
-    def count_progress(self, now: datetime, since: datetime | None) -> tuple[list[SearchProgress], int]:
-        """Every active campaign's progress as ``search_progress`` gives it, kept in campaign_progress and
-        recounted only for the campaigns whose pairs changed after ``since`` (all of them if ``since`` is None
-        or a change was noted since). Returns the progress and how many campaigns were recounted."""
+    def count_progress(self, now: datetime) -> ProgressCount:
+        """Bring the kept progress of every active campaign up to date at ``now`` and read the campaigns whose
+        search may be due (a superset of ``search_sensor.due_reason``'s): moved by the pairs that changed since the
+        last count, and counted whole for the campaigns whose needs changed, so that a count costs what changed,
+        not the fleet. ``kept_progress`` reads it all."""
 
-        def work(tx: Transaction) -> tuple[list[SearchProgress], int]:
-            everyone = since is None or tx.rows(sql.NEEDS_CHANGED_SINCE, since=since)[0][0] > 0
-            if everyone:
-                tx.run(sql.FORGET_INACTIVE_PROGRESS)
-                campaigns = _campaign_filter(None)
-            else:
-                changed = [row[0] for row in tx.rows(sql.CHANGED_CAMPAIGNS, **_rule_since(since, now))]
-                campaigns = _campaign_filter(changed)
-            if everyone or campaigns["campaign_ids"]:
-                # From the kept coverage, brought up to date first: only the pairs with an import row are joined.
-                self._recount_coverage(tx, now)
-                tx.run(sql.CREATE_CHOSEN_CAMPAIGNS, **campaigns)
-                tx.run(sql.ANALYZE_CHOSEN_CAMPAIGNS)
-                tx.run(sql.keep_progress(sql.KEPT_PROGRESS_COUNTS), requested=REQUESTED)
-            progress = [SearchProgress(*row) for row in tx.rows(sql.KEPT_PROGRESS)]
-            return progress, len(progress) if everyone else len(campaigns["campaign_ids"])
+        def work(tx: Transaction) -> ProgressCount:
+            recount = self._recount_coverage(tx, now)
+            [(active,)] = tx.rows(sql.KEPT_PROGRESS_SIZE)
+            rows = tx.rows(
+                sql.MAYBE_DUE_PROGRESS,
+                in_flight_after=now - SEARCH_IN_FLIGHT,
+                new_day_before=now - timedelta(hours=SEARCH_WINDOW_HOURS),
+                waiting_after=now - timedelta(hours=IMPORT_WAIT_HOURS),
+                again_before=now - timedelta(minutes=SEARCH_AGAIN_MINUTES),
+            )
+            return ProgressCount([SearchProgress(*row) for row in rows], active, recount.campaign_areas)
 
         return self._transact(work)
+
+    def kept_progress(self) -> list[SearchProgress]:
+        """Every active campaign's progress as last kept (``count_progress``): what ``search_progress`` computes
+        from the campaigns' pairs, as of that count."""
+        return [SearchProgress(*row) for row in self._transact(lambda tx: tx.rows(sql.KEPT_PROGRESS))]
 
     def request_searches(self, campaign_ids: Iterable[int], new_windows: Iterable[int], now: datetime) -> None:
         """Note that these campaigns' searches were asked for at ``now``; those in ``new_windows`` begin a new

@@ -35,8 +35,11 @@ class _DuckDBTransaction(Transaction):
         # DuckDB answers a write with one row: the count.
         return self.rows(statement, **params)[0][0]
 
-    def keep_coverage_statistics(self, restated: int) -> None:
+    def analyze(self, *tables: str) -> None:
         # DuckDB keeps a table's statistics up to date as it writes it.
+        return
+
+    def keep_coverage_statistics(self, restated: int) -> None:
         return
 
     def load_incoming_places(self, places: pa.Table) -> None:

@@ -56,6 +56,19 @@ class SearchProgress:
 
 
 @dataclass(frozen=True)
+class ProgressCount:
+    """What a count of the campaigns' progress (``Store.count_progress``) found."""
+
+    maybe_due: list[SearchProgress]
+    """The kept progress of the campaigns whose search may be due, by id."""
+    active: int
+    """Active campaigns whose progress is kept."""
+    recounted: int
+    """(campaign, area) rows the count worked out again: those whose pairs moved, and every area of a campaign
+    counted whole."""
+
+
+@dataclass(frozen=True)
 class Campaign:
     """A campaign: where it looks, for what, and whether its search runs."""
 
@@ -113,6 +126,8 @@ class Reservation:
     """Campaigns left out because their account's plan paused them."""
     first_runs: frozenset[str] = frozenset()
     """Keys of the runs that read a campaign's first block: they go before the rest of the queue."""
+    relined: int = 0
+    """Blocks whose missing pairs this look worked out again (those whose pairs changed since the last)."""
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,10 @@ class _PostgresTransaction(Transaction):
         self.run(statement, **params)
         return self._cursor.rowcount
 
+    def analyze(self, *tables: str) -> None:
+        # Temp tables have no statistics until analysed: without them the planner guesses their size from pages.
+        self.run(f"ANALYZE {', '.join(tables)}")
+
     def keep_coverage_statistics(self, restated: int) -> None:
         # Autovacuum's own rule, without waiting up to a minute for its next look: the first count after a big
         # admission fills the table, and the search sensor's next tick, planned with an empty table's statistics,

@@ -330,6 +330,57 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     ),
     # PostgreSQL's alone (POSTGRES_MIGRATIONS).
     (12, ()),
+    (
+        13,
+        (
+            # Each active campaign's areas that have a pair in coverage_pairs, by the state the campaign sees them in
+            # (sql.area_progress): every coverage count moves the rows of the areas whose pairs moved, and the
+            # campaigns' progress by the difference, instead of counting again every campaign an area touched.
+            """
+            CREATE TABLE campaign_area_progress (
+                campaign_id INTEGER NOT NULL,
+                area TEXT NOT NULL,
+                state TEXT NOT NULL,
+                not_loaded BOOLEAN NOT NULL,
+                landed_at TIMESTAMPTZ,
+                PRIMARY KEY (campaign_id, area)
+            )
+            """,
+            # The campaigns whose needs changed (added, resumed, given a location), to be counted whole by the next
+            # count; due_at tells a note from a newer one for the same campaign.
+            "CREATE TABLE progress_due (campaign_id INTEGER PRIMARY KEY, due_at TIMESTAMPTZ NOT NULL)",
+            # The fleet's line of missing blocks before it is put in order (sql.line_up): each account's demand for
+            # each block, and how many pairs the block misses. A coverage count notes the blocks of the pairs it
+            # restated (line_due), and the reservation's next look works out only those again.
+            """
+            CREATE TABLE line_demand (
+                block TEXT NOT NULL,
+                account_id INTEGER NOT NULL,
+                oldest_campaign INTEGER NOT NULL,
+                first_of INTEGER,
+                PRIMARY KEY (block, account_id)
+            )
+            """,
+            "CREATE TABLE line_pairs (block TEXT PRIMARY KEY, pairs INTEGER NOT NULL)",
+            "CREATE TABLE line_due (block TEXT PRIMARY KEY, noted_at TIMESTAMPTZ NOT NULL)",
+            "CREATE INDEX line_due_by_time ON line_due (noted_at)",
+            # The pairs whose coverage row moved and whose campaigns' areas are still to be moved by them: a count
+            # takes the oldest few thousand, so that a count after a big change (a release gone stale at once, a
+            # daemon back after a day) costs a bounded time, and the rest follows over the next counts.
+            """
+            CREATE TABLE progress_queue (
+                area TEXT NOT NULL,
+                category TEXT NOT NULL,
+                noted_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (area, category)
+            )
+            """,
+            "CREATE INDEX progress_queue_by_time ON progress_queue (noted_at)",
+            "CREATE INDEX needed_pairs_by_block ON needed_pairs (block)",
+            # The next count starts from scratch, and fills these tables.
+            "UPDATE coverage_counted SET counted_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'",
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.

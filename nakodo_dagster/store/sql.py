@@ -94,24 +94,48 @@ WHERE paused_reason IS NOT NULL AND ($everyone OR id IN (SELECT unnest($campaign
 
 # The blocks (import runs) holding a pair an account's campaign needs and misses, per account: its oldest campaign
 # missing a pair there, and the oldest whose first pair (its centre's area, its first category) is one of them.
-# Grouped by block, not by pair: a few thousand groups rather than millions.
-CREATE_MISSING = f"""
-CREATE TEMP TABLE missing_demand AS
+# Grouped by block, not by pair: a few thousand groups rather than millions. The fleet's is kept (line_demand)
+# and looked at again only for the blocks the coverage counts noted (line_due, copied to relined).
+_MISSING_DEMAND = f"""
 SELECT ca.block, c.account_id, min(c.id) AS oldest_campaign,
        min(c.id) FILTER (WHERE ca.area = c.first_area AND cc.rank = 0) AS first_of
 {CAMPAIGN_PAIRS} AND {pair_state("place_imports")} = 'missing'
+"""
+CREATE_MISSING = f"CREATE TEMP TABLE missing_demand AS {_MISSING_DEMAND} GROUP BY ca.block, c.account_id"
+CREATE_RELINED = "CREATE TEMP TABLE relined AS SELECT block FROM line_due ORDER BY noted_at, block LIMIT $blocks"
+RELINED = "SELECT count(*) FROM relined"
+FORGET_RELINED_DEMAND = "DELETE FROM line_demand WHERE block IN (SELECT block FROM relined)"
+KEEP_RELINED_DEMAND = f"""
+INSERT INTO line_demand (block, account_id, oldest_campaign, first_of)
+{_MISSING_DEMAND} AND ca.block IN (SELECT block FROM relined)
 GROUP BY ca.block, c.account_id
 """
 
 # How many distinct pairs each block misses: for the whole fleet, from the pairs it needs (needed_pairs), one
-# row a pair; for some campaigns, from their own pairs.
-CREATE_FLEET_BLOCK_PAIRS = f"""
-CREATE TEMP TABLE block_pairs AS
+# row a pair, kept (line_pairs) and counted again for the relined blocks; for some campaigns, from their own pairs.
+FORGET_RELINED_PAIRS = "DELETE FROM line_pairs WHERE block IN (SELECT block FROM relined)"
+KEEP_RELINED_PAIRS = f"""
+INSERT INTO line_pairs (block, pairs)
 SELECT needed_pairs.block, count(*) AS pairs
 FROM needed_pairs
 LEFT JOIN place_imports ON place_imports.area = needed_pairs.area AND place_imports.category = needed_pairs.category
-WHERE needed_pairs.campaigns > 0 AND {pair_state("place_imports")} = 'missing'
+WHERE needed_pairs.block IN (SELECT block FROM relined) AND needed_pairs.campaigns > 0
+  AND {pair_state("place_imports")} = 'missing'
 GROUP BY needed_pairs.block
+"""
+LEAVE_RELINED = "DELETE FROM line_due WHERE block IN (SELECT block FROM relined)"
+
+# The blocks of the pairs a coverage count restated: their place in the line may have moved (every needed block,
+# when the count starts from scratch). The reservation's look works out only these again.
+NOTE_RESTATED_LINE_DUE = """
+INSERT INTO line_due (block, noted_at)
+SELECT DISTINCT needed_pairs.block, CAST($now AS TIMESTAMPTZ) FROM restated
+JOIN needed_pairs ON needed_pairs.area = restated.area AND needed_pairs.category = restated.category
+ON CONFLICT (block) DO NOTHING
+"""
+NOTE_EVERY_LINE_DUE = """
+INSERT INTO line_due (block, noted_at) SELECT DISTINCT block, CAST($now AS TIMESTAMPTZ) FROM needed_pairs
+ON CONFLICT (block) DO NOTHING
 """
 CREATE_CAMPAIGN_BLOCK_PAIRS = f"""
 CREATE TEMP TABLE block_pairs AS
@@ -128,24 +152,29 @@ COMING_PAIRS = """
 SELECT count(*) FROM place_imports WHERE release = $requested AND imported_at > $coming_after AND failure IS NULL
 """
 
+
 # Fair share: the line of missing blocks, in the order admission takes them. Each account lines its blocks up:
 # every campaign's first block (oldest campaign first), then the remaining blocks (oldest campaign first). The
 # accounts then take turns, so one account's backlog never stands before another account's first block; a block
 # several accounts need takes its best place.
-LINE_UP = """
+def line_up(demand: str, pairs: str) -> str:
+    """The line, as new_line, of ``demand`` (missing_demand or line_demand) and ``pairs`` (block_pairs or
+    line_pairs): tables of this module, never user text."""
+    return f"""
 CREATE TEMP TABLE new_line AS
 WITH turns AS (
     SELECT block, account_id, first_of IS NOT NULL AS first_block,
            row_number() OVER (
                PARTITION BY account_id ORDER BY first_of IS NULL, coalesce(first_of, oldest_campaign), block
            ) AS turn
-    FROM missing_demand
+    FROM {demand}
 )
 SELECT turns.block, min(turn) AS turn, bool_or(first_block) AS first_block, min(account_id) AS account_id,
-       min(block_pairs.pairs) AS pairs
-FROM turns JOIN block_pairs ON block_pairs.block = turns.block
+       min(counted.pairs) AS pairs
+FROM turns JOIN {pairs} AS counted ON counted.block = turns.block
 GROUP BY turns.block
 """
+
 
 # The whole fleet's line is kept between ticks (import_line): a tick with nothing changed admits from its head
 # without finding every missing pair again. A sync of some campaigns uses its own line (new_line) and leaves it.
@@ -557,65 +586,6 @@ area_states AS (
 )
 {_PROGRESS_FROM_AREAS}"""
 
-# The active campaigns (all, or those named) whose progress is counted again. A table, analysed, rather than a list
-# in the statement: PostgreSQL guessed a named list at half the campaigns, and joined every campaign's areas with
-# its categories (41 million rows at 100,000 campaigns) to count 6,762 of them.
-CREATE_CHOSEN_CAMPAIGNS = """
-CREATE TEMP TABLE chosen_campaigns AS
-SELECT id FROM campaigns
-WHERE status = 'active' AND ($everyone OR id IN (SELECT unnest($campaign_ids::INTEGER[])))
-"""
-ANALYZE_CHOSEN_CAMPAIGNS = "ANALYZE chosen_campaigns"
-
-# PROGRESS_COUNTS of the chosen campaigns, from the kept coverage (counted just before): a
-# pair without a coverage_pairs row is missing, never asked for, so only the pairs that have one are joined with
-# the campaigns, and an area with fewer of them than the campaign has categories misses one. Most pairs of a big
-# fleet have none: the areas without any are counted, not joined (an area with no row is missing), and everything
-# is grouped per campaign at once; joining each chosen campaign's areas with the rowed ones area by area let
-# PostgreSQL probe all of them once per campaign (0.8 s for 741 campaigns at 10,000).
-KEPT_PROGRESS_COUNTS = """
-WITH chosen AS (SELECT id FROM chosen_campaigns),
-rowed AS (
-    SELECT ca.campaign_id, ca.area, count(*) AS pairs, bool_or(cp.state = 'coming') AS coming,
-           bool_or(cp.state = 'missing') AS missing, bool_or(cp.state = 'failed') AS failed,
-           max(CASE WHEN cp.release <> $requested THEN cp.imported_at END) AS landed_at
-    FROM coverage_pairs AS cp
-    JOIN campaign_areas AS ca ON ca.area = cp.area
-    JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = cp.category
-    JOIN chosen ON chosen.id = ca.campaign_id
-    GROUP BY ca.campaign_id, ca.area
-),
-sizes AS (
-    SELECT campaign_id, count(*) AS categories FROM campaign_categories
-    WHERE campaign_id IN (SELECT id FROM chosen) GROUP BY campaign_id
-),
-areas AS (
-    SELECT campaign_id, count(*) AS areas FROM campaign_areas
-    WHERE campaign_id IN (SELECT id FROM chosen) GROUP BY campaign_id
-),
-rowed_by_campaign AS (
-    SELECT campaign_id, count(*) AS areas,
-           count(*) FILTER (WHERE coming) AS coming,
-           count(*) FILTER (WHERE missing AND NOT coming) AS missing,
-           count(*) FILTER (WHERE missing) AS not_loaded,
-           count(*) FILTER (WHERE failed AND NOT coming AND NOT missing) AS failed,
-           max(landed_at) AS arrived_at
-    FROM (
-        SELECT rowed.campaign_id, rowed.coming, rowed.missing OR rowed.pairs < sizes.categories AS missing,
-               rowed.failed, rowed.landed_at
-        FROM rowed JOIN sizes ON sizes.campaign_id = rowed.campaign_id
-    ) AS rowed_areas
-    GROUP BY campaign_id
-)
-SELECT chosen.id AS campaign_id, coalesce(areas.areas, 0) AS areas, coalesce(r.coming, 0) AS coming,
-       coalesce(areas.areas, 0) - coalesce(r.areas, 0) + coalesce(r.missing, 0) AS missing,
-       coalesce(areas.areas, 0) - coalesce(r.areas, 0) + coalesce(r.not_loaded, 0) AS not_loaded,
-       coalesce(r.failed, 0) AS failed, r.arrived_at
-FROM chosen
-LEFT JOIN areas ON areas.campaign_id = chosen.id
-LEFT JOIN rowed_by_campaign AS r ON r.campaign_id = chosen.id
-"""
-
 PROGRESS_COLUMNS = "campaign_id, areas, coming, missing, not_loaded, failed, arrived_at"
 
 SEARCH_PROGRESS = f"""
@@ -627,48 +597,243 @@ LEFT JOIN campaign_searches AS s ON s.campaign_id = counts.campaign_id
 ORDER BY counts.campaign_id
 """
 
+# Kept progress ------------------------------------------------------------------------------------------------
+#
+# PROGRESS_COUNTS, kept and moved by what changed. campaign_area_progress holds the state of each active
+# campaign's area that has a pair in coverage_pairs; an area without a row is missing (none of its pairs was ever
+# asked for), so the untouched areas of a big fleet cost no row. Every coverage count moves the rows of the areas
+# whose pairs it restated differently, and their campaigns' counts by the difference; a campaign whose needs
+# changed (added, resumed, given a location) is counted whole, once (progress_due). Each statement is driven by a
+# temp table of what changed and reaches the big tables through their keys: what a count costs follows what
+# changed, and no plan joins two big tables whatever their statistics say. Recounting every campaign an area
+# touched, through the kept coverage, took 188 s at 10,000 campaigns once admissions had marked 2,000 areas.
 
-def keep_progress(counts: str) -> str:
-    """Keep the campaigns' progress as ``counts`` (PROGRESS_COUNTS or KEPT_PROGRESS_COUNTS) gives it. Sorted ids:
-    two callers lock overlapping rows in the same order (PostgreSQL)."""
+
+def area_progress(areas: str) -> str:
+    """The campaign_area_progress rows of the (campaign_id, area) pairs in ``areas`` (a temp table of this module,
+    never user text), from coverage_pairs: on their way (a pair coming), missing (a pair missing, or a category
+    with no coverage row, and none coming), failed (a failed pair and neither), else loaded; whether a pair is to
+    ask for (not_loaded, on its way or not); when real data last landed. An area with no coverage row has none."""
     return f"""
+SELECT a.campaign_id, a.area,
+       CASE WHEN bool_or(cp.state = 'coming') THEN 'coming'
+            WHEN bool_or(cp.state = 'missing') OR count(*) < min(sizes.categories) THEN 'missing'
+            WHEN bool_or(cp.state = 'failed') THEN 'failed'
+            ELSE 'loaded' END AS state,
+       bool_or(cp.state = 'missing') OR count(*) < min(sizes.categories) AS not_loaded,
+       max(CASE WHEN cp.release <> $requested THEN cp.imported_at END) AS landed_at
+FROM {areas} AS a
+JOIN campaign_categories AS cc ON cc.campaign_id = a.campaign_id
+JOIN coverage_pairs AS cp ON cp.area = a.area AND cp.category = cc.category
+JOIN (
+    SELECT campaign_id, count(*) AS categories FROM campaign_categories
+    WHERE campaign_id IN (SELECT campaign_id FROM {areas})
+    GROUP BY campaign_id
+) AS sizes ON sizes.campaign_id = a.campaign_id
+GROUP BY a.campaign_id, a.area
+"""
+
+
+# The restated pairs whose coverage row appeared, went, or changed, queued for their campaigns' areas.
+QUEUE_MOVED_PAIRS = """
+INSERT INTO progress_queue (area, category, noted_at)
+SELECT area, category, CAST($now AS TIMESTAMPTZ) FROM restated
+WHERE (state IS NULL AND was IS NOT NULL)
+   OR (state IS NOT NULL AND (was IS NULL OR state <> was OR release <> was_release OR imported_at <> was_imported_at))
+ON CONFLICT (area, category) DO NOTHING
+"""
+FORGET_PROGRESS_QUEUE = "DELETE FROM progress_queue"
+# The oldest $pairs of the queue, taken: moved now.
+CREATE_MOVING_PAIRS = """
+CREATE TEMP TABLE moving_pairs AS
+SELECT area, category FROM progress_queue ORDER BY noted_at, area, category LIMIT $pairs
+"""
+LEAVE_MOVING_PAIRS = """
+DELETE FROM progress_queue USING moving_pairs
+WHERE progress_queue.area = moving_pairs.area AND progress_queue.category = moving_pairs.category
+"""
+PROGRESS_QUEUED = "SELECT count(*) FROM progress_queue"
+
+# The active campaigns' areas holding a moving pair: through the areas' index, then each campaign's categories. A
+# campaign noted due is counted whole just after, and a later statement of the count sees every note this one saw.
+CREATE_AREAS_MOVED = """
+CREATE TEMP TABLE areas_moved AS
+SELECT DISTINCT ca.campaign_id, ca.area
+FROM moving_pairs
+JOIN campaign_areas AS ca ON ca.area = moving_pairs.area
+JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = moving_pairs.category
+JOIN campaigns AS c ON c.id = ca.campaign_id
+WHERE c.status = 'active' AND ca.campaign_id NOT IN (SELECT campaign_id FROM progress_due)
+"""
+
+# Each moved area's row before (was_*) and after; a NULL state is no row (a missing area).
+CREATE_AREA_MOVES = f"""
+CREATE TEMP TABLE area_moves AS
+SELECT moved.campaign_id, moved.area, old.state AS was, old.not_loaded AS was_not_loaded,
+       old.landed_at AS was_landed_at, new.state, new.not_loaded, new.landed_at
+FROM areas_moved AS moved
+LEFT JOIN campaign_area_progress AS old ON old.campaign_id = moved.campaign_id AND old.area = moved.area
+LEFT JOIN ({area_progress("areas_moved")}) AS new ON new.campaign_id = moved.campaign_id AND new.area = moved.area
+"""
+
+FORGET_MOVED_AREAS = """
+DELETE FROM campaign_area_progress USING area_moves
+WHERE campaign_area_progress.campaign_id = area_moves.campaign_id AND campaign_area_progress.area = area_moves.area
+  AND area_moves.state IS NULL
+"""
+
+# Sorted: two writers lock overlapping rows in the same order (PostgreSQL).
+KEEP_MOVED_AREAS = """
+INSERT INTO campaign_area_progress (campaign_id, area, state, not_loaded, landed_at)
+SELECT campaign_id, area, state, not_loaded, landed_at FROM area_moves WHERE state IS NOT NULL
+ORDER BY campaign_id, area
+ON CONFLICT (campaign_id, area) DO UPDATE
+SET state = excluded.state, not_loaded = excluded.not_loaded, landed_at = excluded.landed_at
+"""
+
+
+def _adds(count: str, state: str, not_loaded: str) -> str:
+    """What one area adds to its campaign's ``count`` (a campaign_progress column), given its row's ``state`` and
+    ``not_loaded`` columns; a NULL state is no row, a missing area."""
+    return {
+        "coming": f"CASE WHEN {state} = 'coming' THEN 1 ELSE 0 END",
+        "missing": f"CASE WHEN {state} IS NULL OR {state} = 'missing' THEN 1 ELSE 0 END",
+        "not_loaded": f"CASE WHEN {state} IS NULL OR {not_loaded} THEN 1 ELSE 0 END",
+        "failed": f"CASE WHEN {state} = 'failed' THEN 1 ELSE 0 END",
+    }[count]
+
+
+_COUNTS = ("coming", "missing", "not_loaded", "failed")
+
+# Each moved campaign's counts moved by what its areas add now less what they added before. Its newest landing
+# only grows, unless an area's landing went (its release asked for again): then it is read again from the rows.
+MOVE_PROGRESS = f"""
+UPDATE campaign_progress
+SET {", ".join(f"{count} = campaign_progress.{count} + moved.{count}" for count in _COUNTS)},
+    arrived_at = CASE
+        WHEN moved.lowered THEN (
+            SELECT max(kept.landed_at) FROM campaign_area_progress AS kept
+            WHERE kept.campaign_id = campaign_progress.campaign_id
+        )
+        WHEN campaign_progress.arrived_at IS NULL OR moved.landed_at > campaign_progress.arrived_at
+            THEN moved.landed_at
+        ELSE campaign_progress.arrived_at END
+FROM (
+    SELECT campaign_id,
+           {
+    ", ".join(
+        f"sum({_adds(count, 'state', 'not_loaded')} - {_adds(count, 'was', 'was_not_loaded')}) AS {count}"
+        for count in _COUNTS
+    )
+},
+           max(landed_at) AS landed_at,
+           bool_or(was_landed_at IS NOT NULL AND (landed_at IS NULL OR landed_at < was_landed_at)) AS lowered
+    FROM area_moves
+    GROUP BY campaign_id
+) AS moved
+WHERE campaign_progress.campaign_id = moved.campaign_id
+"""
+
+AREAS_MOVED = "SELECT count(*) FROM area_moves"
+
+# A campaign to count whole at the next count: its needs changed. due_at tells this note from a newer one, which a
+# count that read this one must leave for the next.
+NOTE_PROGRESS_DUE = """
+INSERT INTO progress_due (campaign_id, due_at) VALUES ($campaign_id, $due_at)
+ON CONFLICT (campaign_id) DO UPDATE SET due_at = excluded.due_at
+"""
+
+FORGET_CAMPAIGN_PROGRESS = (
+    "DELETE FROM campaign_area_progress WHERE campaign_id = $campaign_id",
+    "DELETE FROM campaign_progress WHERE campaign_id = $campaign_id",
+)
+
+# The campaigns counted whole: those noted due ($everyone false), or every active campaign (a count from scratch).
+CREATE_DUE_READ = "CREATE TEMP TABLE due_read AS SELECT campaign_id, due_at FROM progress_due"
+CREATE_COUNTED_CAMPAIGNS = """
+CREATE TEMP TABLE counted_campaigns AS
+SELECT id FROM campaigns
+WHERE status = 'active' AND ($everyone OR id IN (SELECT campaign_id FROM due_read))
+"""
+# Their areas that may have a row: every area of a campaign counted alone; from scratch, only the areas holding a
+# coverage row (a fleet's first count has none, and an area without one has no row).
+CREATE_COUNTED_AREAS = """
+CREATE TEMP TABLE counted_areas AS
+SELECT ca.campaign_id, ca.area FROM campaign_areas AS ca
+WHERE NOT $everyone AND ca.campaign_id IN (SELECT id FROM counted_campaigns)
+UNION ALL
+SELECT DISTINCT ca.campaign_id, ca.area
+FROM coverage_pairs AS cp
+JOIN campaign_areas AS ca ON ca.area = cp.area
+JOIN counted_campaigns AS counted ON counted.id = ca.campaign_id
+WHERE $everyone
+"""
+FORGET_COUNTED_AREAS = """
+DELETE FROM campaign_area_progress WHERE $everyone OR campaign_id IN (SELECT campaign_id FROM due_read)
+"""
+KEEP_COUNTED_AREAS = f"""
+INSERT INTO campaign_area_progress (campaign_id, area, state, not_loaded, landed_at)
+SELECT campaign_id, area, state, not_loaded, landed_at FROM ({area_progress("counted_areas")}) AS counted
+ORDER BY campaign_id, area
+"""
+FORGET_UNCOUNTED_PROGRESS = """
+DELETE FROM campaign_progress
+WHERE ($everyone OR campaign_id IN (SELECT campaign_id FROM due_read))
+  AND campaign_id NOT IN (SELECT id FROM counted_campaigns)
+"""
+# An area without a row is missing: the campaign's areas less its rows.
+KEEP_COUNTED_PROGRESS = f"""
 INSERT INTO campaign_progress ({PROGRESS_COLUMNS})
-SELECT {PROGRESS_COLUMNS} FROM ({counts}) AS counts ORDER BY campaign_id
+SELECT counted.id, coalesce(sizes.areas, 0), coalesce(kept.coming, 0),
+       coalesce(sizes.areas, 0) - coalesce(kept.rows, 0) + coalesce(kept.missing, 0),
+       coalesce(sizes.areas, 0) - coalesce(kept.rows, 0) + coalesce(kept.not_loaded, 0),
+       coalesce(kept.failed, 0), kept.arrived_at
+FROM counted_campaigns AS counted
+LEFT JOIN (
+    SELECT campaign_id, count(*) AS areas FROM campaign_areas
+    WHERE campaign_id IN (SELECT id FROM counted_campaigns) GROUP BY campaign_id
+) AS sizes ON sizes.campaign_id = counted.id
+LEFT JOIN (
+    SELECT campaign_id, count(*) AS rows, count(*) FILTER (WHERE state = 'coming') AS coming,
+           count(*) FILTER (WHERE state = 'missing') AS missing, count(*) FILTER (WHERE not_loaded) AS not_loaded,
+           count(*) FILTER (WHERE state = 'failed') AS failed, max(landed_at) AS arrived_at
+    FROM campaign_area_progress
+    WHERE campaign_id IN (SELECT id FROM counted_campaigns)
+    GROUP BY campaign_id
+) AS kept ON kept.campaign_id = counted.id
+ORDER BY counted.id
 ON CONFLICT (campaign_id) DO UPDATE
 SET areas = excluded.areas, coming = excluded.coming, missing = excluded.missing,
     not_loaded = excluded.not_loaded, failed = excluded.failed, arrived_at = excluded.arrived_at
 """
-
-
-FORGET_INACTIVE_PROGRESS = """
-DELETE FROM campaign_progress WHERE campaign_id IN (SELECT id FROM campaigns WHERE status <> 'active')
+LEAVE_DUE = """
+DELETE FROM progress_due USING due_read
+WHERE progress_due.campaign_id = due_read.campaign_id AND progress_due.due_at = due_read.due_at
 """
+COUNTED_AREAS = "SELECT count(*) FROM counted_areas"
 
-KEPT_PROGRESS = """
+_KEPT_PROGRESS = """
 SELECT p.campaign_id, c.name, p.areas, p.coming, p.missing, p.not_loaded, p.failed, p.arrived_at,
        s.window_start, s.requested_at, s.searched_at, s.searched_landed
 FROM campaign_progress AS p
 JOIN campaigns AS c ON c.id = p.campaign_id AND c.status = 'active'
 LEFT JOIN campaign_searches AS s ON s.campaign_id = p.campaign_id
+"""
+KEPT_PROGRESS = f"{_KEPT_PROGRESS} ORDER BY p.campaign_id"
+
+# The kept progress of the campaigns whose search may be due at $now (search_sensor.due_reason decides): a new
+# day's window, places landed that their last search has not read, or imports pending while they wait; not one
+# asked for a moment ago and not begun. A superset of the due, read in the database: a tick hands Python the
+# campaigns it may search, not the fleet.
+MAYBE_DUE_PROGRESS = f"""{_KEPT_PROGRESS}
+WHERE NOT (s.requested_at IS NOT NULL AND s.requested_at > $in_flight_after
+           AND (s.searched_at IS NULL OR s.searched_at < s.requested_at))
+  AND (s.window_start IS NULL OR s.searched_at IS NULL OR s.window_start <= $new_day_before
+       OR (p.arrived_at IS NOT NULL AND (s.searched_landed IS NULL OR p.arrived_at > s.searched_landed))
+       OR ((p.coming > 0 OR p.missing > 0) AND s.window_start > $waiting_after AND s.searched_at <= $again_before))
 ORDER BY p.campaign_id
 """
-
-# The campaigns holding an area with a pair that was asked for or loaded since $since, or that crossed one of the
-# freshness boundaries since then (placement.Cutoffs at $since, the *_then parameters, and at now): through the
-# index on imported_at, then the areas' index. By area, not by pair: a campaign of the area but not of the pair's
-# category is counted again for nothing, which costs less than matching 26,000 pairs' categories with every
-# campaign of their areas (4 s at 100,000 campaigns, against 0.1 s).
-CHANGED_CAMPAIGNS = """
-SELECT DISTINCT campaign_id FROM campaign_areas
-WHERE area IN (
-    SELECT area FROM place_imports
-    WHERE imported_at > $since
-       OR (imported_at > $fresh_after_then AND imported_at <= $fresh_after)
-       OR (imported_at > $coming_after_then AND imported_at <= $coming_after)
-       OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
-)
-"""
-
+KEPT_PROGRESS_SIZE = "SELECT count(*) FROM campaign_progress"
 # Sorted ids: two callers lock overlapping rows in the same order (PostgreSQL).
 REQUEST_SEARCHES = """
 INSERT INTO campaign_searches (campaign_id, window_start, requested_at)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,15 @@ def store_at_version(database_url: str, version: int) -> Store:
         before.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= version))
         store.migrate()
     return store
+
+
+@contextmanager
+def writing_before_version_13() -> Iterator[None]:
+    """Campaigns written as a release before version 13 wrote them: without the note for the progress count,
+    whose table came with that version."""
+    with pytest.MonkeyPatch.context() as before:
+        before.setattr(store_base, "_note_progress_due", lambda tx, campaign_id: None)
+        yield
 
 
 def query(store: Store, sql: str, **params: Any) -> list[tuple]:

@@ -42,24 +42,28 @@ def test_progress_is_recounted_only_for_the_campaigns_whose_pairs_changed(store)
     store.add_campaign("Paris", PARIS)
     start = datetime.now(UTC) + SECOND  # after both campaigns were noted
 
-    progress, recounted = store.count_progress(start, None)
-    assert recounted == 2
-    assert store.count_progress(start + SECOND, since=start) == (progress, 0), "nothing changed"
+    count = store.count_progress(start)
+    assert (count.active, count.recounted) == (2, 0), "the first count: no area has a pair asked for"
+    assert store.count_progress(start + SECOND).recounted == 0, "nothing changed"
 
     store.force_request([(LEEDS_CELL, "cafe")], start + 2 * SECOND)
-    progress, recounted = store.count_progress(start + 3 * SECOND, since=start + SECOND)
-    assert recounted == 1
+    assert store.count_progress(start + 3 * SECOND).recounted == 1, "Leeds' area alone"
+    progress = store.kept_progress()
     assert progress == store.search_progress(start + 3 * SECOND)
     assert [(p.name, p.coming, p.missing) for p in progress] == [("Leeds", 1, 0), ("Paris", 0, 1)]
 
     record_release(store, [(PARIS_CELL, "cafe")], start - timedelta(days=FRESH_DAYS) + 10 * SECOND)
-    # Loaded long ago, so only its aging past 35 days brings Paris back: recounted then, as missing again.
-    progress, recounted = store.count_progress(start + 20 * SECOND, since=start + 5 * SECOND)
-    assert recounted == 1
+    # Loaded long ago: counted once as a stale release, moved by nothing after, until a fresh one lands.
+    assert store.count_progress(start + 20 * SECOND).recounted == 1
+    progress = store.kept_progress()
     assert progress == store.search_progress(start + 20 * SECOND)
     assert progress[1].missing == 1 and progress[1].arrived_at is not None
 
-    before = datetime.now(UTC)
     store.set_campaign_status(progress[1].campaign_id, "paused")
-    progress, recounted = store.count_progress(start + 30 * SECOND, since=before)
-    assert [p.name for p in progress] == ["Leeds"], "a paused campaign is neither counted nor searched"
+    count = store.count_progress(start + 30 * SECOND)
+    assert [p.name for p in store.kept_progress()] == ["Leeds"], "a paused campaign is neither counted nor searched"
+    assert count.active == 1 and [p.name for p in count.maybe_due] == ["Leeds"]
+
+    store.set_campaign_status(progress[1].campaign_id, "active")
+    assert store.count_progress(start + 40 * SECOND).recounted == 1, "resumed: Paris counted whole, its one area"
+    assert store.kept_progress() == store.search_progress(start + 40 * SECOND)
