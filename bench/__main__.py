@@ -5,7 +5,9 @@ a million loaded places on both backends (search); both sensors' ticks at 100 to
 search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
 default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
 account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
-PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak).
+PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the fleet through faults of its own
+machinery, the daemon killed and restarted, run workers killed, imports cancelled, campaigns paused (faults:
+``python -m bench.faults`` alone, with a seed to replay).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from bench.daemon import measure_daemon
+from bench.faults import measure_faults
 from bench.fleet import measure_fleet
 from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
@@ -149,7 +152,7 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
         server.stop()
 
 
-PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak")
+PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "faults")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
@@ -159,6 +162,7 @@ SECTIONS = {
     "daemon": ("daemon", "daemon_postgres", "daemon_dagster_launcher"),
     "fleet": ("fleet",),
     "soak": ("soak",),
+    "faults": ("faults",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
 # Written by an earlier bench (one import tick through the sensor's old API): the sensors section supersedes it.
@@ -332,6 +336,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--soak-campaigns", type=int, default=10_000, help="the soak's fleet on PostgreSQL (10,000)")
     parser.add_argument("--duckdb-soak-campaigns", type=int, default=1_000, help="the soak's fleet on DuckDB (1,000)")
+    parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
+    parser.add_argument("--faults-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
+    parser.add_argument("--faults-count", type=int, default=12, help="faults the soak injects (default 12)")
     parser.add_argument(
         "--postgres",
         default="postgresql://postgres@127.0.0.1:5432/test",
@@ -349,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     # The fleet reads no release: it is written only for the parts that do.
     local_root = None
-    if set(args.only) & {"readers", "policy", "daemon"}:
+    if set(args.only) & {"readers", "policy", "daemon", "faults"}:
         print(f"release of {args.rows:,} places ...", flush=True)
         local_root = release(work, args.rows)
     path = args.out / "results.json"
@@ -402,6 +409,12 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
             print(f"soak: {campaigns:,} campaigns on {backend}, the sensors in the daemon's order ...", flush=True)
             soaks.append(measure_soak(backend, args.postgres, work, campaigns))
         return {"soak": soaks}
+    if part == "faults":
+        print(
+            f"fault soak: {args.faults_campaigns} campaigns, {args.faults_count} faults (seed {args.faults_seed}) ...",
+            flush=True,
+        )
+        return {"faults": measure_faults(str(local_root), args.faults_seed, args.faults_campaigns, args.faults_count)}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)
@@ -451,6 +464,11 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
         "daemon": {"daemon_runs": args.daemon_runs},
         "fleet": {"fleet_blocks": args.fleet_blocks, "fleet_blocks_per_campaign": args.fleet_blocks_per_campaign},
         "soak": {"soak_campaigns": args.soak_campaigns, "duckdb_soak_campaigns": args.duckdb_soak_campaigns},
+        "faults": {
+            "faults_seed": args.faults_seed,
+            "faults_campaigns": args.faults_campaigns,
+            "faults_count": args.faults_count,
+        },
     }[part]
 
 

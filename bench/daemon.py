@@ -109,7 +109,9 @@ def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> It
         try:
             yield daemon
         finally:
-            os.killpg(daemon.pid, signal.SIGTERM)
+            # Gone already if the caller killed the whole group, as a node loss does.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(daemon.pid, signal.SIGTERM)
             try:
                 daemon.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -695,6 +695,40 @@ def _fleet_lines(results: dict) -> list[str]:
     ]
 
 
+def _fault_lines(results: dict) -> list[str]:
+    if "faults" not in results:
+        return []
+    soak = results["faults"]
+    kinds = sorted(soak["faults_injected"])
+    rows = [
+        f"| {kind.replace('_', ' ')} | {soak['faults_injected'][kind]} | {soak['faults_survived'].get(kind, 0)} | "
+        f"{soak['seconds_to_recover_max'].get(kind, '-')} |"
+        for kind in kinds
+    ]
+    return [
+        f"## The fleet through its own machinery's faults (measured {_when(results, 'faults')})",
+        "",
+        f"The real `dagster-daemon` with the embedded default's dagster.yaml, {soak['campaigns']} campaigns "
+        f"({soak['pairs_needed']} pairs) over the sample release, faults on a schedule of seed {soak['seed']} "
+        "(`python -m bench.faults --seed N` replays it). Survived: the pairs the fault hit landed (the daemon's: those "
+        "of the imports in flight when it was killed; a killed worker's or a cancelled run's: its own), timed from "
+        "the fault to the last of them; a paused campaign: resumed.",
+        "",
+        "| fault | injected | survived | longest to recover (s) |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+        f"Pairs lost: **{soak['pairs_lost']}**; marked failed: {soak['pairs_marked_failed']}; marks without a run: "
+        f"{soak['orphan_marks']}; pairs imported by two runs at once: {soak['pairs_imported_by_two_runs_at_once']}; "
+        f"most import runs at once: {soak['max_import_runs_at_once']}; slots held by runs that ended: "
+        f"{soak['slots_held_by_ended_runs']}. {soak['import_runs']} import runs ({soak['import_runs_retried']} "
+        f"retried, {soak['import_runs_cancelled']} cancelled); the longest a campaign waited for its first "
+        f"businesses: {soak['longest_wait_for_first_businesses_seconds']:,.0f} s; all landed in "
+        f"{soak['seconds']:,.0f} s.",
+        "",
+    ]
+
+
 def _glance_lines(results: dict, summary: dict) -> list[str]:
     """Every target of the issue beside its figure."""
     rows = [
@@ -834,4 +868,5 @@ def write_results(results: dict, folder: Path) -> None:
     lines += _daemon_lines(results, summary)
     lines += _fleet_lines(results)
     lines += soak_lines(results.get("soak", []), _when(results, "soak") if "soak" in results else "")
+    lines += _fault_lines(results)
     (folder / "results.md").write_text("\n".join(lines))

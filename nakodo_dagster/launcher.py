@@ -179,12 +179,11 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         self._workers = {
             run_id: (pid, started) for run_id, (pid, started) in self._workers.items() if _running(pid, started)
         }
-        started = _start_time(worker.pid)
-        if started is not None:
+        worker_tags = {tags.RUN_WORKER_PID: str(worker.pid), tags.RUN_WORKER_HOST: socket.gethostname()}
+        if (started := _start_time(worker.pid)) is not None:
             self._workers[run.run_id] = (worker.pid, started)
-        self._instance.add_run_tags(
-            run.run_id, {tags.RUN_WORKER_PID: str(worker.pid), tags.RUN_WORKER_HOST: socket.gethostname()}
-        )
+            worker_tags[tags.RUN_WORKER_START] = started
+        self._instance.add_run_tags(run.run_id, worker_tags)
 
     def _worker_pid(self, run: dg.DagsterRun) -> int | None:
         """The pid of the run's worker if it was forked on this host, else None."""
@@ -192,6 +191,12 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         if pid is None or run.tags.get(tags.RUN_WORKER_HOST) != socket.gethostname():
             return None
         return int(pid)
+
+    def _worker_alive(self, run: dg.DagsterRun, pid: int) -> bool:
+        """Whether the run's worker still runs: its pid alive and, where its start was recorded, the same process
+        (a pid taken by another process since reads as the worker gone)."""
+        started = run.tags.get(tags.RUN_WORKER_START)
+        return _alive(pid) if started is None else _running(pid, started)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
@@ -205,6 +210,8 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
                 run,
                 cls=self.__class__,
             )
+            return False
+        if not self._worker_alive(run, pid):
             return False
         started = _start_time(pid)
         # The worker handles SIGTERM as an interrupt: the step stops, its marks are taken back (marked failed past
@@ -269,7 +276,7 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         # Run monitoring fails a run whose worker is anything but running, so a worker this process cannot see (a
         # run launched before this launcher, or on another host) is left alone, as Dagster's default launcher
         # leaves every run.
-        if pid is None or _alive(pid):
+        if pid is None or self._worker_alive(run, pid):
             return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=str(pid))
         return CheckRunHealthResult(
             WorkerStatus.FAILED, f"the run's worker process (pid {pid}) is gone", run_worker_id=str(pid)

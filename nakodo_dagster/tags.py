@@ -33,6 +33,9 @@ BACKLOG_LINE = "backlog"
 # reaches it, and how run monitoring sees that it died.
 RUN_WORKER_PID = "nakodo/run_worker_pid"
 RUN_WORKER_HOST = "nakodo/run_worker_host"
+# When that worker started (clock ticks since boot): with the pid, which process. Pids are reused, within minutes on
+# a busy host, and a dead worker's pid taken by another process kept its run "running" for good.
+RUN_WORKER_START = "nakodo/run_worker_start"
 
 
 # A tag value the run list shows whole.

@@ -1,6 +1,6 @@
-"""Frees an import's marks when the import itself could not: a killed run's read as failed, a cancelled run's
-are taken back. Both watch the import sensor's runs and an analyst's runs of the places asset alike. A failed
-import's pairs are shown as failed partitions of places."""
+"""Frees an import's marks when the import itself could not: a killed run's read as failed once Dagster runs it
+again no more, a cancelled run's are taken back. Both watch the import sensor's runs and an analyst's runs of the
+places asset alike. A failed import's pairs are shown as failed partitions of places."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ import dagster as dg
 # status the UI shows is built from these planned events: a partition planned in a failed run and not materialised
 # since reads as failed. (Its failure events are not read back by the open-source event log.)
 from dagster._core.events import AssetMaterializationPlannedData
+
+# Dagster's own decision whether a failed run is run again (run_retries in dagster.yaml), the one its retry daemon
+# acts on: a run whose worker, pod or daemon died is, a run whose step failed is not.
+from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import PLACES, run_stamp
@@ -107,6 +111,9 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     return f"import run {context.dagster_run.run_id} failed: {first}"
 
 
+# Neither sensor answers with a SkipReason, for a run it leaves alone either: Dagster evaluates a run status sensor
+# once per run a tick finds, and refuses a tick in which one run gave a SkipReason and another a reaction (None).
+# That tick's cursor then never moved past those runs, so every later tick failed the same way.
 # Without monitored_jobs a run status sensor watches every job of the code location: the places asset is
 # materialised by hand through Dagster's implicit asset job, which has no definition to name here.
 @dg.run_failure_sensor(
@@ -115,9 +122,19 @@ def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     "block starts; its pairs show as failed partitions of places. Watches import_places runs and runs of the "
     "places asset.",
 )
-def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> dg.SkipReason | None:
-    run, now = context.dagster_run, datetime.now(UTC)
+def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResource) -> None:
+    # Read again: Dagster tags a failed run it will retry just after recording the failure.
+    run, now = context.instance.get_run_by_id(context.dagster_run.run_id) or context.dagster_run, datetime.now(UTC)
     marks = held_marks(run, store.store)
+    if should_retry(run, context.instance):
+        # The retry carries the run's tags, so its stamp: it imports the pairs under the same marks, and only the
+        # failure of its last retry marks them failed.
+        count = len(marks.pairs) if marks else 0
+        held = {0: "it holds no marks", 1: "its pair stays on its way for the retry"}.get(
+            count, f"its {count} pairs stay on their way for the retry"
+        )
+        context.log.info(f"Run {run.run_id} failed and Dagster runs it again: {held}.")
+        return
     if marks is not None:
         marked = store.store.mark_failed(marks.pairs, marks.stamp, now, run_failure_reason(context))
         context.log.info(
@@ -140,8 +157,7 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
             + _some_of(shown, len(pairs), "shown as failed on the places page", "loaded by a newer import since")
         )
     elif marks is None:
-        return dg.SkipReason(f"Run {run.run_id} holds no import marks.")
-    return None
+        context.log.info(f"Run {run.run_id} holds no import marks.")
 
 
 @dg.run_status_sensor(
@@ -150,10 +166,11 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
     description="A cancelled import's pairs are free at once, even if it was cancelled while queued and never "
     "ran: it never tried to the end, so the next tick asks for them again.",
 )
-def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResource) -> dg.SkipReason | None:
+def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResource) -> None:
     marks = held_marks(context.dagster_run, store.store)
     if marks is None:
-        return dg.SkipReason(f"Run {context.dagster_run.run_id} holds no import marks.")
+        context.log.info(f"Run {context.dagster_run.run_id} holds no import marks.")
+        return
     taken = store.store.take_back(marks.pairs, marks.stamp)
     context.log.info(
         f"Run {context.dagster_run.run_id} was cancelled: "
@@ -161,4 +178,3 @@ def import_cancel_sensor(context: dg.RunStatusSensorContext, store: StoreResourc
             taken, len(marks.pairs), "free to be imported again at the next tick", "freed by the run itself or loaded"
         )
     )
-    return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.by_hand import reimport_places
@@ -20,6 +21,8 @@ from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, pl
 from nakodo_dagster.placement import (
     BACKLOG_PRIORITY,
     FIRST_BLOCK_PRIORITY,
+    IMPORT_HOURS,
+    LAUNCH_GRACE_MINUTES,
     ImportRun,
     admitted_runs,
     block_key,
@@ -56,22 +59,33 @@ class ImportCursor:
     """Every missing pair was found as of this moment (a look's start, less COMMIT_OVERLAP)."""
     waiting: int = 0
     """Runs' worth of missing pairs that look left for the queue."""
+    retries_checked_at: datetime | None = None
+    """Failed import runs were checked for a retry Dagster never launched up to this moment."""
 
     @classmethod
     def loads(cls, text: str | None) -> ImportCursor:
         if not text:
             return cls()
         state = json.loads(text)
-        checked_at = state.get("checked_at")
+        checked_at, retries_checked_at = state.get("checked_at"), state.get("retries_checked_at")
         return cls(
             set(state.get("confirmed", [])),
             datetime.fromisoformat(checked_at) if checked_at else None,
             state.get("waiting", 0),
+            datetime.fromisoformat(retries_checked_at) if retries_checked_at else None,
         )
 
     def dumps(self) -> str:
         checked_at = self.checked_at.isoformat() if self.checked_at else None
-        return json.dumps({"confirmed": sorted(self.confirmed), "checked_at": checked_at, "waiting": self.waiting})
+        retries_checked_at = self.retries_checked_at.isoformat() if self.retries_checked_at else None
+        return json.dumps(
+            {
+                "confirmed": sorted(self.confirmed),
+                "checked_at": checked_at,
+                "waiting": self.waiting,
+                "retries_checked_at": retries_checked_at,
+            }
+        )
 
 
 class StepClock:
@@ -194,6 +208,40 @@ def take_back_unlaunched(
     return still_confirmed
 
 
+def take_back_unretried(
+    instance: dg.DagsterInstance, store: Store, since: datetime | None, now: datetime, log: logging.Logger
+) -> datetime:
+    """Take back the marks of failed import runs Dagster meant to run again and never did (its retry could not be
+    launched: the code location not loaded after a restart, the job renamed). The failure sensor left their marks
+    for the retry, and nothing else would free them before their six hours. Looks at the runs that failed (or
+    were given up) between ``since`` and the launch grace ago, when a retry would have been launched; returns the
+    moment looked up to, the next ``since``."""
+    until = now - timedelta(minutes=LAUNCH_GRACE_MINUTES)
+    since = since or until - timedelta(hours=IMPORT_HOURS)
+    if until <= since:
+        return since
+    records = instance.get_run_records(
+        dg.RunsFilter(
+            tags={tags.KIND: tags.IMPORT_KIND},
+            statuses=[dg.DagsterRunStatus.FAILURE],
+            updated_after=since,
+            updated_before=until,
+        )
+    )
+    for record in records:
+        run = record.dagster_run
+        # Only runs Dagster decided about: a run it never meant to retry had its marks marked failed.
+        if WILL_RETRY_TAG not in run.tags or AUTO_RETRY_RUN_ID_TAG in run.tags or tags.STAMP not in run.tags:
+            continue
+        stamp = tags.stamp_from_tag(run.tags[tags.STAMP])
+        if instance.get_runs_count(dg.RunsFilter(tags={tags.STAMP: run.tags[tags.STAMP]}, statuses=UNFINISHED)):
+            continue
+        why = f"run {run.run_id} failed and Dagster could not run it again"
+        if taken := release_unsent(store, store.marks_stamped(stamp), stamp, why, log):
+            log.warning(f"{why}: {plural(taken, 'pair')} asked for again.")
+    return until
+
+
 def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
@@ -259,6 +307,7 @@ def request_import_runs(
     clock = clock or StepClock()
     state = ImportCursor.loads(cursor)
     state.confirmed = take_back_unlaunched(instance, store, state.confirmed, now, log)
+    state.retries_checked_at = take_back_unretried(instance, store, state.retries_checked_at, now, log)
     clock.lap("orphans")
 
     def skip(message: str) -> dg.SensorResult:

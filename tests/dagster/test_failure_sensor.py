@@ -4,6 +4,8 @@ take a cancelled run's back."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -11,15 +13,22 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 import pytest
-from dagster._core.test_utils import in_process_test_workspace
+import yaml
+from dagster._core.events import JobFailureData, RunFailureReason
+from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
+from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import EmptyWorkspaceTarget
+from dagster._daemon.auto_run_reexecution.auto_run_reexecution import consume_new_runs_for_automatic_reexecution
 from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
 
@@ -30,13 +39,14 @@ from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
-from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
+from nakodo_dagster.placement import LAUNCH_GRACE_MINUTES, Cutoffs, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
-from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.sensors.failure_sensor import held_marks, import_cancel_sensor, import_failure_sensor
+from nakodo_dagster.sensors.import_sensor import import_sensor, request_import_runs
 from nakodo_dagster.store import Store
 from nakodo_dagster.store.duckdb_store import _thread_lock
 
+DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.yaml"
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe",))
 Pair = tuple[str, str]
 
@@ -64,7 +74,7 @@ def _status_event(instance: dg.DagsterInstance, run_id: str, event_type: dg.Dags
     return record.event_log_entry.dagster_event
 
 
-def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_id: str) -> dg.SkipReason | None:
+def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_id: str) -> None:
     """One evaluation of import_cancel_sensor for this cancelled run, as the daemon makes it."""
     return import_cancel_sensor(
         dg.build_run_status_sensor_context(
@@ -78,10 +88,11 @@ def _evaluate_cancel_sensor(instance: dg.DagsterInstance, resources: dict, run_i
 
 
 def _fail_as_run_monitoring_does(
-    instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun
-) -> dg.SkipReason | None:
-    """What run monitoring records when a run's worker was killed, then one evaluation of the failure sensor."""
-    instance.report_run_failed(run)
+    instance: dg.DagsterInstance, resources: dict, run: dg.DagsterRun, failure: JobFailureData | None = None
+) -> None:
+    """What run monitoring records when a run's worker was killed (or the run itself, given its ``failure``), then
+    one evaluation of the failure sensor."""
+    instance.report_run_failed(run, job_failure_data=failure)
     context = dg.build_run_status_sensor_context(
         sensor_name=import_failure_sensor.name,
         dagster_event=_status_event(instance, run.run_id, dg.DagsterEventType.RUN_FAILURE),
@@ -148,23 +159,32 @@ def test_a_run_cancelled_while_queued_frees_its_pairs(resources):
         assert sorted(p for r in again.run_requests for p in _pairs(r)) == sorted(_pairs(request))
 
 
-def _queue(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.DagsterRun:
-    """Submit the run a request asks for as the daemon does: to the run queue, from the code location."""
+@contextlib.contextmanager
+def _code_location(instance: dg.DagsterInstance) -> Iterator[WorkspaceProcessContext]:
+    """The code location loaded in this process, as the daemon sees it."""
     origin = LoadableTargetOrigin(executable_path=sys.executable, module_name="nakodo_dagster.definitions")
     # Dagster warns about its own beta `owners` parameter whenever it binds resources to a sensor on load.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
-        with in_process_test_workspace(instance, origin) as workspace:
-            (location,) = workspace.code_locations
-            remote_job = location.get_repository("__repository__").get_full_job(import_places.name)
-            run = instance.create_run_for_job(
-                import_places,
-                run_config=request.run_config,
-                tags=request.tags,
-                remote_job_origin=remote_job.get_remote_origin(),
-                job_code_origin=remote_job.get_python_origin(),
-            )
-            return instance.submit_run(run.run_id, workspace)
+        target = InProcessTestWorkspaceLoadTarget(InProcessCodeLocationOrigin(origin))
+        with WorkspaceProcessContext(instance, target) as process:
+            yield process
+
+
+def _queue(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.DagsterRun:
+    """Submit the run a request asks for as the daemon does: to the run queue, from the code location."""
+    with _code_location(instance) as process:
+        workspace = process.create_request_context()
+        (location,) = workspace.code_locations
+        remote_job = location.get_repository("__repository__").get_full_job(import_places.name)
+        run = instance.create_run_for_job(
+            import_places,
+            run_config=request.run_config,
+            tags=request.tags,
+            remote_job_origin=remote_job.get_remote_origin(),
+            job_code_origin=remote_job.get_python_origin(),
+        )
+        return instance.submit_run(run.run_id, workspace)
 
 
 def _frames_of(thread: threading.Thread) -> list[str]:
@@ -304,13 +324,53 @@ def test_runs_that_are_not_imports_are_left_alone(instance, resources, status):
 
     run = instance.create_run_for_job(not_an_import)
     if status == dg.DagsterRunStatus.FAILURE:
-        skipped = _fail_as_run_monitoring_does(instance, resources, run)
+        _fail_as_run_monitoring_does(instance, resources, run)
     else:
         instance.report_run_canceled(run)
-        skipped = _evaluate_cancel_sensor(instance, resources, run.run_id)
+        _evaluate_cancel_sensor(instance, resources, run.run_id)
 
-    assert isinstance(skipped, dg.SkipReason)
     assert set(_states(store, _pairs(request)).values()) == {"coming"}
+
+
+def _tick(sensor: dg.RunStatusSensorDefinition, instance: dg.DagsterInstance, resources: dict, cursor: str | None):
+    """One tick of a run status sensor as the daemon makes it: every run whose status changed since ``cursor``."""
+    with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        return sensor.evaluate_tick(context)
+
+
+@pytest.mark.parametrize("sensor", [import_failure_sensor, import_cancel_sensor], ids=lambda s: s.name)
+def test_one_tick_handles_an_import_and_a_run_that_is_not_one(instance, resources, sensor):
+    # After a restart one tick meets every run that ended meanwhile: imports and searches alike.
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    started = _tick(sensor, instance, resources, None)
+
+    @dg.op
+    def nothing() -> None:
+        """Does nothing."""
+
+    @dg.job
+    def not_an_import() -> None:
+        nothing()
+
+    runs = [
+        instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags),
+        instance.create_run_for_job(not_an_import),
+    ]
+    for run in runs:
+        if sensor is import_failure_sensor:
+            instance.report_run_failed(run)
+        else:
+            instance.report_run_canceled(run)
+
+    ticked = _tick(sensor, instance, resources, started.cursor)
+
+    assert ticked.skip_message is None
+    assert len(ticked.dagster_run_reactions) == 2
+    assert not [r for r in ticked.dagster_run_reactions if r.error], [r.error for r in ticked.dagster_run_reactions]
+    expected = "failed" if sensor is import_failure_sensor else "missing"
+    assert set(_states(store, _pairs(request)).values()) == {expected}
 
 
 def test_a_killed_backfill_run_of_several_partitions_reads_as_failed(instance, resources):
@@ -337,3 +397,74 @@ def test_a_killed_backfill_run_of_several_partitions_reads_as_failed(instance, r
     _fail_as_run_monitoring_does(instance, resources, run)
 
     assert set(_states(store, pairs).values()) == {"failed"}, "no campaign waits six hours on them"
+
+
+def _retry_as_the_daemon_does(process: WorkspaceProcessContext, run: dg.DagsterRun) -> dg.DagsterRun | None:
+    """What Dagster's retry daemon does with a failed run: the run it queued in its place, or None."""
+    instance = process.instance
+    for _ in consume_new_runs_for_automatic_reexecution(
+        process, [instance.get_run_record_by_id(run.run_id)], logging.getLogger(__name__)
+    ):
+        pass
+    retry_id = instance.get_run_by_id(run.run_id).tags.get(AUTO_RETRY_RUN_ID_TAG)
+    return instance.get_run_by_id(retry_id) if retry_id else None
+
+
+def test_an_import_whose_worker_died_is_run_again_with_its_marks_until_its_retries_are_spent(resources):
+    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+    with dg.instance_for_test(overrides=settings) as instance, _code_location(instance) as process:
+        store = resources["store"].store
+        store.add_campaign("Leeds", LEEDS)
+        request = _request(instance, resources)
+        attempt = _queue(instance, request)
+        marks = held_marks(attempt, store)
+        for _ in range(settings["run_retries"]["max_retries"]):
+            _fail_as_run_monitoring_does(instance, resources, attempt)
+            assert set(_states(store, _pairs(request)).values()) == {"coming"}, "its retry is on its way"
+            attempt = _retry_as_the_daemon_does(process, attempt)
+            assert attempt is not None and attempt.status == dg.DagsterRunStatus.QUEUED
+            assert held_marks(attempt, store) == marks, "the retry imports under the same marks"
+
+        _fail_as_run_monitoring_does(instance, resources, attempt)
+        assert _retry_as_the_daemon_does(process, attempt) is None
+
+    assert set(_states(store, _pairs(request)).values()) == {"failed"}
+    rows = store.import_rows({a for a, _ in _pairs(request)}, {c for _, c in _pairs(request)})
+    assert {row.failure.partition(":")[0] for row in rows} == {f"import run {attempt.run_id} failed"}
+
+
+def test_an_import_whose_step_failed_is_not_run_again(resources):
+    # A step fails on the data (an unreadable release, bad input): a retry would meet the same.
+    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+    with dg.instance_for_test(overrides=settings) as instance, _code_location(instance) as process:
+        store = resources["store"].store
+        store.add_campaign("Leeds", LEEDS)
+        request = _request(instance, resources)
+        run = _queue(instance, request)
+
+        step_failed = JobFailureData(error=None, failure_reason=RunFailureReason.STEP_FAILURE)
+        _fail_as_run_monitoring_does(instance, resources, run, step_failed)
+
+        assert _retry_as_the_daemon_does(process, run) is None
+    assert set(_states(store, _pairs(request)).values()) == {"failed"}
+
+
+def test_the_marks_of_a_run_dagster_could_not_run_again_are_asked_for_again(resources):
+    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+    with dg.instance_for_test(overrides=settings) as instance:
+        store = resources["store"].store
+        store.add_campaign("Leeds", LEEDS)
+        request = _request(instance, resources)
+        run = _queue(instance, request)
+        _fail_as_run_monitoring_does(instance, resources, run)
+        assert set(_states(store, _pairs(request)).values()) == {"coming"}, "left for its retry"
+        # The retry daemon of a daemon just started, its code location not loaded: the retry cannot be launched.
+        with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as nowhere:
+            assert _retry_as_the_daemon_does(nowhere, run) is None
+
+        later = datetime.now(UTC) + timedelta(minutes=LAUNCH_GRACE_MINUTES, seconds=1)
+        asked = request_import_runs(
+            instance, store, resources["overture"], later, logging.getLogger(__name__)
+        ).run_requests
+
+    assert sorted(pair for r in asked for pair in _pairs(r)) == sorted(_pairs(request)), "asked for again"

@@ -3,22 +3,34 @@ queue without idle gaps."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.run_coordinator import SubmitRunContext
+from dagster._core.test_utils import freeze_time
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import EmptyWorkspaceTarget
+from dagster._daemon.daemon import MonitoringDaemon
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+from dagster._time import get_current_datetime
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
 from nakodo_dagster.assets.places import IMPORT_POOL, PLACES, places
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.import_places import import_places
+from nakodo_dagster.launcher import KILL_GRACE_SECONDS
 
-DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.yaml"
+PROJECT = Path(__file__).parents[2]
+DAGSTER_YAML = PROJECT / "nakodo_dagster" / "data" / "dagster.yaml"
+PRODUCTION_YAML = PROJECT / "deploy" / "production" / "dagster.yaml"
+# What Kubernetes gives a pod asked to stop before it kills it (terminationGracePeriodSeconds' default).
+POD_GRACE_SECONDS = 30
 
 
 def test_the_project_instance_runs_two_imports_at_a_time():
@@ -75,3 +87,56 @@ def test_runs_of_places_by_hand_or_backfill_queue_as_imports_two_at_a_time():
         daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
         chosen = daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), fixed_iteration_time=None)
         assert sorted(run.run_id in by_hand for run in chosen) == [False, True, True]
+
+
+def _queue_and_monitoring(path: Path) -> dict:
+    """The sections of a dagster.yaml that decide how runs queue, hold pool slots, are watched and are retried."""
+    settings = yaml.safe_load(path.read_text())
+    return {key: settings[key] for key in ("concurrency", "run_monitoring", "run_retries") if key in settings}
+
+
+@dg.op(pool=IMPORT_POOL)
+def _reads() -> None:
+    """Stands for an import's step: what holds a slot is the run, whatever its op."""
+
+
+@dg.job
+def _import_like() -> None:
+    _reads()
+
+
+def _monitor(instance: dg.DagsterInstance) -> None:
+    """One iteration of the daemon's run monitoring, which also frees the slots of runs that ended."""
+    with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as context:
+        for _ in MonitoringDaemon(interval_seconds=30).run_iteration(context):
+            pass
+
+
+@pytest.mark.parametrize("path", [DAGSTER_YAML, PRODUCTION_YAML], ids=["embedded", "production"])
+def test_a_run_that_ended_holding_an_import_slot_gives_it_back(path):
+    with dg.instance_for_test(overrides=_queue_and_monitoring(path)) as instance:
+        storage = instance.event_log_storage
+        # As a run's first step does: the pool takes the instance's default limit (two).
+        assert storage.initialize_concurrency_limit_to_default(IMPORT_POOL)
+        # Two imports whose workers were killed mid-step: each holds a slot it will never give back itself.
+        killed = [instance.create_run_for_job(_import_like) for _ in range(2)]
+        for run in killed:
+            assert storage.claim_concurrency_slot(IMPORT_POOL, run.run_id, "_reads").is_claimed
+        waiting = instance.create_run_for_job(_import_like)
+        assert not storage.claim_concurrency_slot(IMPORT_POOL, waiting.run_id, "_reads").is_claimed
+        for run in killed:
+            instance.report_run_failed(run, "the run's worker is gone")
+
+        _monitor(instance)
+        assert not storage.claim_concurrency_slot(IMPORT_POOL, waiting.run_id, "_reads").is_claimed, (
+            "a worker asked to stop may still be reading: its slot is kept a while"
+        )
+
+        grace = instance.run_monitoring_settings.get("free_slots_after_run_end_seconds") or 0
+        with freeze_time(get_current_datetime() + timedelta(seconds=max(grace, KILL_GRACE_SECONDS) + 1)):
+            _monitor(instance)
+        assert storage.claim_concurrency_slot(IMPORT_POOL, waiting.run_id, "_reads").is_claimed
+        assert grace > max(KILL_GRACE_SECONDS, POD_GRACE_SECONDS)
+        assert storage.get_concurrency_info(IMPORT_POOL).active_run_ids == {waiting.run_id}, (
+            "both killed runs gave theirs back"
+        )

@@ -272,6 +272,24 @@ def test_run_monitoring_sees_a_worker_that_died(instance, tmp_path):
     assert run.tags[tags.RUN_WORKER_PID] in (health.msg or "")
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads a process's start from /proc")
+def test_a_dead_workers_pid_taken_by_another_process_reads_as_gone(instance, tmp_path):
+    # Pids wrap within minutes on a busy host: a killed worker's pid taken by a new process kept its run "running",
+    # and its import slot taken, for good.
+    run_id = _launch(instance, _write_jobs(tmp_path, "unused"), "wait_job")
+    run = _wait_for(instance, run_id, {dg.DagsterRunStatus.STARTED})
+    os.kill(int(run.tags[tags.RUN_WORKER_PID]), signal.SIGKILL)
+    with subprocess.Popen(["sleep", "60"]) as other:
+        try:
+            instance.add_run_tags(run_id, {tags.RUN_WORKER_PID: str(other.pid)})
+            health = instance.run_launcher.check_run_worker_health(instance.get_run_by_id(run_id))
+            assert health.status == WorkerStatus.FAILED
+            assert not instance.run_launcher.terminate(run_id), "the process that took the pid is left alone"
+            assert other.poll() is None
+        finally:
+            other.kill()
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads a process's state from /proc")
 def test_a_worker_reaped_while_its_state_is_read_reads_as_gone(instance, tmp_path, monkeypatch):
     """Between opening /proc/<pid>/stat and reading it the worker's parent can reap it; Linux then fails the read

@@ -114,6 +114,11 @@ _RUN_MONITORING_KEYS = {
     "pollIntervalSeconds": "poll_interval_seconds",
     "freeSlotsAfterRunEndSeconds": "free_slots_after_run_end_seconds",
 }
+_RUN_RETRIES_KEYS = {
+    "enabled": "enabled",
+    "maxRetries": "max_retries",
+    "retryOnAssetOrOpFailure": "retry_on_asset_or_op_failure",
+}
 _COMPUTE_LOG_MANAGERS = {
     "NoOpComputeLogManager": ("dagster.core.storage.noop_compute_log_manager", "NoOpComputeLogManager"),
 }
@@ -230,6 +235,10 @@ def render_instance(v: Mapping[str, Any]) -> dict[str, Any]:
     if monitoring["enabled"]:
         _known("dagsterDaemon.runMonitoring", monitoring, _RUN_MONITORING_KEYS)
         instance["run_monitoring"] = {_RUN_MONITORING_KEYS[key]: value for key, value in monitoring.items()}
+    retries = daemon.get("runRetries", {})
+    if retries.get("enabled"):
+        _known("dagsterDaemon.runRetries", retries, _RUN_RETRIES_KEYS)
+        instance["run_retries"] = {_RUN_RETRIES_KEYS[key]: value for key, value in retries.items()}
     sensors = daemon["sensors"]
     if sensors["useThreads"]:
         instance["sensors"] = {"use_threads": True, "num_workers": sensors["numWorkers"]}

@@ -97,7 +97,7 @@ def test_the_instance_the_chart_renders_passes_dagsters_schemas(tmp_path, monkey
 def test_the_chart_renders_the_production_instance():
     """values.yaml and dagster.yaml are one instance: the same launcher, limits, queue, monitoring and storage."""
     rendered, production = render_instance(values()), production_instance()
-    for key in ("concurrency", "run_monitoring", "sensors", "telemetry"):
+    for key in ("concurrency", "run_monitoring", "run_retries", "sensors", "telemetry"):
         assert rendered[key] == production[key], key
     assert rendered["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert rendered["run_coordinator"]["config"] == production["run_queue"]

@@ -1,0 +1,408 @@
+"""The fault soak: the real ``dagster-daemon`` with the embedded default's dagster.yaml (its run launcher, run
+monitoring, run retries and slot freeing), a DuckDB store, a sample release and campaigns over it; while imports
+run, faults of the machinery on a seeded schedule, each several times: the daemon's whole process group killed
+with SIGKILL and started again, a run's worker killed mid-import, an import cancelled while queued and while
+running, a campaign paused and resumed while its imports run. At the end, from the store and the instance, not
+from logs: every pair an active campaign needs is loaded, none marked failed, no mark waits without a run, no pair
+was imported by two runs at once, at most two import runs ran at once, no pool slot is held by a run that ended.
+
+``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--release-root PATH]`` prints the figures as
+JSON; the same seed replays the same schedule of faults (the moments the runs meet them depend on the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import yaml
+from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
+
+from bench.daemon import PROJECT, running_daemon
+from nakodo_dagster import tags
+from nakodo_dagster.assets.places import IMPORT_POOL
+from nakodo_dagster.jobs.import_places import import_payload
+from nakodo_dagster.overture.sample import CITIES, write_sample_release
+from nakodo_dagster.placement import REQUESTED, Cutoffs, PointLocation, Targeting, areas_for
+from nakodo_dagster.store import Store, open_store
+
+KINDS = ("daemon_killed", "worker_killed", "cancelled_queued", "cancelled_running", "campaign_paused")
+CATEGORIES = ("bakery", "cafe", "restaurant")
+RADII_KM = (2, 5, 10)
+# Campaigns within this of one of the sample release's cities, where its places are.
+OFFSET_DEGREES = 0.3
+FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+UNFINISHED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+# How long the fleet may take to come back after a fault before the soak calls it stuck: slots of a killed run are
+# freed 75 s after it ended (dagster.yaml), then run monitoring's next look (30 s), then the import sensor's (30 s).
+STUCK_SECONDS = 300
+# A campaign paused this long while its imports run, then resumed.
+PAUSE_SECONDS = 20
+
+
+@dataclass
+class Fault:
+    kind: str
+    # Seconds since the epoch: the instance's and the store's clocks.
+    at: float
+    # The import run it hit, if it hit one; the campaign it paused.
+    run_id: str | None = None
+    campaign_id: int | None = None
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    recovered_at: float | None = None
+
+
+def daemon_home(folder: Path, release_root: str) -> tuple[Path, dict[str, str]]:
+    """A workspace of the code location in ``folder`` and the environment a daemon serving it runs with: a fresh
+    DAGSTER_HOME holding the embedded default's dagster.yaml, a DuckDB store and release index beside it."""
+    home = folder / "dagster_home"
+    home.mkdir()
+    shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
+    workspace = folder / "workspace.yaml"
+    location = {"module_name": "nakodo_dagster.definitions", "working_directory": str(folder)}
+    workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": location}]}))
+    environ = {
+        **{name: value for name, value in os.environ.items() if not name.startswith(("NAKODO_", "DAGSTER_"))},
+        "DAGSTER_HOME": str(home),
+        "NAKODO_DATABASE": str(folder / "store.duckdb"),
+        "NAKODO_OVERTURE_ROOT": release_root,
+        "NAKODO_OVERTURE_RELEASE": "",
+        "NAKODO_OVERTURE_INDEX": str(folder / "overture_index"),
+    }
+    return workspace, environ
+
+
+def import_runs(instance: dg.DagsterInstance, statuses: list[dg.DagsterRunStatus] | None = None) -> list[dg.DagsterRun]:
+    """The import runs of the instance, of these statuses (all if None)."""
+    return list(instance.get_runs(dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=statuses or [])))
+
+
+def run_pairs(run: dg.DagsterRun) -> list[tuple[str, str]]:
+    """The (area, category) pairs an import run was to write."""
+    return [tuple(pair) for pair in import_payload(run.run_config)["pairs"]]
+
+
+def slots_held_by_ended_runs(instance: dg.DagsterInstance) -> set[str]:
+    """The runs that ended and still hold a slot of the import pool."""
+    holders = instance.event_log_storage.get_concurrency_info(IMPORT_POOL).active_run_ids
+    if not holders:
+        return set()
+    return {run.run_id for run in instance.get_runs(dg.RunsFilter(run_ids=list(holders))) if run.status in FINISHED}
+
+
+def needed_pairs(store: Store) -> set[tuple[str, str]]:
+    """Every (area, category) pair an active campaign needs."""
+    return {
+        (area, category)
+        for campaign in store.campaigns(active_only=True)
+        for area in areas_for(campaign.targeting)
+        for category in campaign.targeting.categories
+    }
+
+
+def pair_states(store: Store, pairs: set[tuple[str, str]]) -> Counter:
+    """How many of these pairs are fresh, coming, failed or missing, as every policy reads them."""
+    cutoffs = Cutoffs.at(datetime.now(UTC))
+    rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    return Counter(cutoffs.row_state(rows[pair]) if pair in rows else "missing" for pair in pairs)
+
+
+class Fleet:
+    """The daemon serving the soak, killed and started again on demand."""
+
+    def __init__(self, workspace: Path, environ: dict[str, str], folder: Path) -> None:
+        self.workspace, self.environ, self.folder = workspace, environ, folder
+        self.starts = 0
+        self._stack = contextlib.ExitStack()
+        self.daemon: subprocess.Popen | None = None
+
+    def start(self) -> float:
+        self.starts += 1
+        log = self.folder / f"daemon_{self.starts}.log"
+        self.daemon = self._stack.enter_context(running_daemon(self.workspace, self.environ, log))
+        return time.monotonic()
+
+    def kill(self) -> None:
+        """SIGKILL to the daemon's whole process group: the daemon, its code server, fork server and run workers."""
+        assert self.daemon is not None
+        os.killpg(self.daemon.pid, signal.SIGKILL)
+        self.daemon.wait()
+        self._stack.close()
+
+    def stop(self) -> None:
+        self._stack.close()
+
+    def log_tail(self) -> str:
+        return (self.folder / f"daemon_{self.starts}.log").read_text()[-3000:]
+
+
+def _campaigns(rng: random.Random, count: int) -> list[Targeting]:
+    targetings = []
+    for _ in range(count):
+        city = rng.choice(CITIES)
+        lat = round(min(89.0, max(-89.0, city.lat + rng.uniform(-OFFSET_DEGREES, OFFSET_DEGREES))), 4)
+        lng = round(min(180.0, max(-180.0, city.lng + rng.uniform(-OFFSET_DEGREES, OFFSET_DEGREES))), 4)
+        categories = tuple(sorted(rng.sample(CATEGORIES, rng.randint(1, 2))))
+        targetings.append(Targeting((PointLocation(lat, lng, rng.choice(RADII_KM)),), categories))
+    return targetings
+
+
+def _wait(what: str, seconds: float, ready: Callable[[], object], fleet: Fleet) -> object:
+    deadline = time.monotonic() + seconds
+    while not (found := ready()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"waited {seconds:.0f} s for {what}\n{fleet.log_tail()}")
+        time.sleep(0.2)
+    return found
+
+
+def _landed_at(store: Store, pairs: list[tuple[str, str]], since: float) -> float | None:
+    """When the last of these pairs landed (seconds since the epoch; ``since`` if all had landed before it, as
+    when a cancel reaches a run that has written its pairs), or None if one has not."""
+    if not pairs:
+        return None
+    rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
+    landed = [row.imported_at.timestamp() for row in rows if row.release != REQUESTED]
+    if len(landed) < len(set(pairs)):
+        return None
+    return max(*landed, since)
+
+
+def _inject(kind: str, instance: dg.DagsterInstance, store: Store, fleet: Fleet, rng: random.Random) -> Fault | None:
+    """One fault of ``kind``, or None when there was nothing for it to hit (no run queued, none running)."""
+    if kind == "daemon_killed":
+        # Once imports are running, as in the issue: a restart that hits nothing in flight proves little.
+        with contextlib.suppress(RuntimeError):
+            _wait("an import run started", 30, lambda: import_runs(instance, [dg.DagsterRunStatus.STARTED]), fleet)
+        in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
+        killed_at = time.time()
+        fleet.kill()
+        # Started again at once, as Kubernetes or a service manager does.
+        fleet.start()
+        return Fault(kind, killed_at, pairs=in_flight)
+    if kind == "campaign_paused":
+        campaign = rng.choice(store.campaigns(active_only=True))
+        store.set_campaign_status(campaign.id, "paused")
+        return Fault(kind, time.time(), campaign_id=campaign.id)
+    wanted = dg.DagsterRunStatus.QUEUED if kind == "cancelled_queued" else dg.DagsterRunStatus.STARTED
+    with contextlib.suppress(RuntimeError):
+        _wait(f"an import run {wanted.value}", 30, lambda: import_runs(instance, [wanted]), fleet)
+    runs = import_runs(instance, [wanted])
+    if kind == "worker_killed":
+        runs = [run for run in runs if tags.RUN_WORKER_PID in run.tags]
+    if not runs:
+        return None
+    run = rng.choice(runs)
+    if kind == "worker_killed":
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(run.tags[tags.RUN_WORKER_PID]), signal.SIGKILL)
+    else:
+        instance.run_coordinator.cancel_run(run.run_id)
+    return Fault(kind, time.time(), run_id=run.run_id, pairs=run_pairs(run))
+
+
+def _recovered(fault: Fault, instance: dg.DagsterInstance, store: Store) -> float | None:
+    """When the fleet came back from ``fault`` (seconds since the epoch), or None if it has not: the pairs it hit
+    landed (the daemon's: those of the imports in flight, else the first import after the restart); a paused
+    campaign, once resumed."""
+    if fault.kind == "campaign_paused":
+        return fault.recovered_at
+    if fault.pairs:
+        return _landed_at(store, [pair for pair in fault.pairs if pair in needed_pairs(store)], fault.at)
+    ends = [
+        record.end_time
+        for record in instance.get_run_records(
+            dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=[dg.DagsterRunStatus.SUCCESS])
+        )
+        if record.start_time and record.start_time > fault.at
+    ]
+    return min(ends) if ends else None
+
+
+def _spans(instance: dg.DagsterInstance) -> list[tuple[float, float, dg.DagsterRun]]:
+    records = instance.get_run_records(dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}))
+    return [(r.start_time, r.end_time, r.dagster_run) for r in records if r.start_time and r.end_time]
+
+
+def _most_at_once(spans: list[tuple[float, float, dg.DagsterRun]]) -> int:
+    edges = sorted([(start, 1) for start, _, _ in spans] + [(end, -1) for _, end, _ in spans])
+    return max(itertools.accumulate(step for _, step in edges), default=0)
+
+
+def _pairs_imported_twice_at_once(spans: list[tuple[float, float, dg.DagsterRun]]) -> int:
+    by_pair: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for start, end, run in spans:
+        for pair in run_pairs(run):
+            by_pair.setdefault(pair, []).append((start, end))
+    overlapping = 0
+    for intervals in by_pair.values():
+        intervals.sort()
+        overlapping += any(later[0] < earlier[1] for earlier, later in itertools.pairwise(intervals))
+    return overlapping
+
+
+def _orphan_marks(instance: dg.DagsterInstance, store: Store, pairs: set[tuple[str, str]]) -> int:
+    """Marks `requested`, not failed, whose stamp no queued or running run carries."""
+    rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
+    orphans = 0
+    for row in rows:
+        if row.release != REQUESTED or row.failure:
+            continue
+        stamp = tags.stamp_tag(row.imported_at)
+        if not instance.get_runs_count(dg.RunsFilter(tags={tags.STAMP: stamp}, statuses=UNFINISHED)):
+            orphans += 1
+    return orphans
+
+
+def _first_business_waits(store: Store) -> list[float]:
+    """For each campaign with businesses, seconds from its creation to its first business."""
+    rows = store._transact(
+        lambda tx: tx.rows(
+            "SELECT c.created_at, min(b.added_at) FROM campaigns c JOIN campaign_businesses b "
+            "ON b.campaign_id = c.id GROUP BY c.id, c.created_at"
+        )
+    )
+    return [(first - created).total_seconds() for created, first in rows]
+
+
+def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path) -> dict:
+    """Run the soak in ``folder`` and return its figures and invariants."""
+    rng = random.Random(seed)
+    workspace, environ = daemon_home(folder, release_root)
+    store = open_store(environ["NAKODO_DATABASE"])
+    store.migrate()
+    targetings = _campaigns(rng, campaigns)
+    # Each kind in turn, in a seeded order, so that every kind is met several times in a long soak.
+    kinds = [KINDS[number % len(KINDS)] for number in range(faults)]
+    rng.shuffle(kinds)
+    schedule = [(rng.uniform(2, 15), kind) for kind in kinds]
+    fleet = Fleet(workspace, environ, folder)
+    injected: list[Fault] = []
+    with dg.DagsterInstance.from_config(str(environ["DAGSTER_HOME"])) as instance:
+        # The instance's storage is made before the daemon and its code server start (see bench.daemon).
+        instance.get_runs_count()
+        started = time.monotonic()
+        fleet.start()
+        try:
+            # Campaigns arrive in waves, one before each fault, so that every fault meets imports in flight.
+            waves = [targetings[number :: faults + 1] for number in range(faults + 1)]
+            added = itertools.count()
+            for targeting in waves[0]:
+                store.add_campaign(f"soak {next(added)}", targeting)
+            _wait("the first import run to start", STUCK_SECONDS, lambda: import_runs(instance), fleet)
+            paused: list[Fault] = []
+            for (gap, kind), wave in zip(schedule, waves[1:], strict=True):
+                for targeting in wave:
+                    store.add_campaign(f"soak {next(added)}", targeting)
+                time.sleep(gap)
+                for fault in [f for f in paused if time.time() - f.at >= PAUSE_SECONDS]:
+                    store.set_campaign_status(fault.campaign_id, "active")
+                    fault.recovered_at = time.time()
+                    paused.remove(fault)
+                fault = _inject(kind, instance, store, fleet, rng)
+                if fault is not None:
+                    injected.append(fault)
+                    paused += [fault] if kind == "campaign_paused" else []
+            for fault in paused:
+                store.set_campaign_status(fault.campaign_id, "active")
+                fault.recovered_at = time.time()
+            needed = needed_pairs(store)
+            _wait(
+                "every needed pair to land",
+                STUCK_SECONDS + 60 * len(targetings),
+                lambda: (
+                    set(pair_states(store, needed)) <= {"fresh", "failed"} and not import_runs(instance, UNFINISHED)
+                ),
+                fleet,
+            )
+            landed = time.monotonic()
+            # The slots of a run killed last are freed 75 s after it ended.
+            with contextlib.suppress(RuntimeError):
+                _wait("no slot held by a run that ended", 150, lambda: not slots_held_by_ended_runs(instance), fleet)
+            for fault in injected:
+                if (at := _recovered(fault, instance, store)) is not None:
+                    fault.recovered_at = at
+            spans = _spans(instance)
+            states = pair_states(store, needed)
+            waits = _first_business_waits(store)
+            runs = import_runs(instance)
+            results = {
+                "seed": seed,
+                "campaigns": campaigns,
+                "pairs_needed": len(needed),
+                "pairs_fresh": states["fresh"],
+                "pairs_marked_failed": states["failed"],
+                "pairs_lost": len(needed) - states["fresh"],
+                "orphan_marks": _orphan_marks(instance, store, needed),
+                "import_runs": len(runs),
+                "import_runs_failed": sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs),
+                "import_runs_retried": sum(AUTO_RETRY_RUN_ID_TAG in r.tags for r in runs),
+                "import_runs_cancelled": sum(r.status == dg.DagsterRunStatus.CANCELED for r in runs),
+                "max_import_runs_at_once": _most_at_once(spans),
+                "pairs_imported_by_two_runs_at_once": _pairs_imported_twice_at_once(spans),
+                "slots_held_by_ended_runs": len(slots_held_by_ended_runs(instance)),
+                "faults_injected": dict(Counter(f.kind for f in injected)),
+                "faults_survived": dict(Counter(f.kind for f in injected if f.recovered_at is not None)),
+                "seconds_to_recover_max": {
+                    kind: round(max(f.recovered_at - f.at for f in injected if f.kind == kind and f.recovered_at), 1)
+                    for kind in {f.kind for f in injected if f.recovered_at}
+                },
+                "campaigns_with_businesses": len(waits),
+                "longest_wait_for_first_businesses_seconds": round(max(waits, default=0), 1),
+                "seconds": round(landed - started, 1),
+                "load_average": os.getloadavg()[0],
+            }
+        finally:
+            fleet.stop()
+    return results
+
+
+@contextlib.contextmanager
+def _release(root: str | None) -> Iterator[str]:
+    if root:
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="nakodo-release-") as folder:
+        write_sample_release(folder, rows=200_000, seed=7, progress=False)
+        yield folder
+
+
+def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int) -> dict:
+    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given)."""
+    with _release(release_root) as root, tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder:
+        return soak(root, seed, campaigns, faults, Path(folder))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__)
+    parser.add_argument("--seed", type=int, default=40, help="seed of the campaigns and the faults' schedule")
+    parser.add_argument("--campaigns", type=int, default=40, help="campaigns over the sample release (default 40)")
+    parser.add_argument("--faults", type=int, default=12, help="faults to inject (default 12)")
+    parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
+    args = parser.parse_args(argv)
+    print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults), indent=2))
+
+
+if __name__ == "__main__":
+    main()
