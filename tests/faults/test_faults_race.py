@@ -64,8 +64,10 @@ def _race_inside_the_reservation(store, url: str, go) -> None:
         holder.cursor().execute("SELECT 1 FROM place_imports FOR UPDATE")
         go()
         wait_until(
-            lambda: len(backends_waiting(watcher, "INSERT INTO place_imports")) == 1
-            and len(backends_waiting(watcher, "UPDATE coverage_counted")) == 1,
+            lambda: (
+                len(backends_waiting(watcher, "INSERT INTO place_imports")) == 1
+                and len(backends_waiting(watcher, "UPDATE coverage_counted")) == 1
+            ),
             "one daemon reserving, the other waiting for the count before its reservation",
         )
         holder.rollback()
