@@ -33,6 +33,7 @@ from nakodo_dagster.placement import (
     first_area,
 )
 from nakodo_dagster.store import open_store
+from nakodo_dagster.store.base import COMMIT_OVERLAP
 
 # The import sensor's interval.
 TICK_SECONDS = 30
@@ -90,6 +91,15 @@ def _run_until(store, queue: SimulatedQueue, now: datetime, until, relook: bool)
     raise AssertionError("unreachable")
 
 
+def _whole_line(store, now: datetime) -> int:
+    """The blocks in line once looks line up no more: a look lines up a bounded number of them
+    (``store.base.LINE_BLOCKS_PER_LOOK``), and A's backlog stands in line whole before B comes."""
+    lined = -1
+    while (counted := store.reserve_missing(now, 0)).missing_runs != lined:
+        lined = counted.missing_runs
+    return lined
+
+
 def measure_fleet(admin_url: str, work: Path, pace: float, blocks: int, per_campaign: int) -> dict:
     """Minutes from B's ``campaign add`` to B's first businesses, with A's backlog of ``blocks`` block runs under
     way (A's own first blocks already served), at ``pace`` block runs an hour."""
@@ -103,9 +113,12 @@ def measure_fleet(admin_url: str, work: Path, pace: float, blocks: int, per_camp
         for number, targeting in enumerate(campaigns):
             store.add_campaign(f"A {number}", targeting, account_id=big)
         seeding = time.perf_counter() - started
+        # A count reads again what changed up to COMMIT_OVERLAP before the one before it, on the store's clock:
+        # within that minute of the seeding every look would note A's every block again.
+        time.sleep(COMMIT_OVERLAP.total_seconds())
         queue = SimulatedQueue(pace)
         now = datetime.now(UTC)
-        line_before = store.reserve_missing(now, 0).missing_runs
+        line_before = _whole_line(store, now)
         # A's backlog gets under way: its campaigns' first blocks are served first, then its other blocks.
         first_pairs = {(first_area(targeting).key, targeting.categories[0]) for targeting in campaigns}
         waiting_first = set(first_pairs)
@@ -115,7 +128,7 @@ def measure_fleet(admin_url: str, work: Path, pace: float, blocks: int, per_camp
             return not waiting_first
 
         now, warmup_ticks = _run_until(store, queue, now, firsts_served, relook=True)
-        backlog = store.import_line(now)[0] + len(queue.waiting)
+        backlog = _whole_line(store, now) + len(queue.waiting)
         added_at = now
         store.add_campaign("B: Leeds pubs", SMALL, account_id=small)
         wanted = ("cell:53.5,-2", "pub")
