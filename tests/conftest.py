@@ -38,12 +38,11 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 @pytest.fixture(scope="session", autouse=True)
 def _index_folder_of_its_own(tmp_path_factory) -> Iterator[None]:
     """Release indexes in folders of the session's, never the developer's: NAKODO_OVERTURE_INDEX for what is
-    configured from the environment (the definitions, the CLI, subprocesses), a cache of its own for resources
-    built without a folder, and no NAKODO_DATABASE (`make test` exports the project's) for them to sit beside."""
+    configured from the environment (the definitions, the CLI, subprocesses), and a cache of its own for resources
+    built without a folder (no NAKODO_DATABASE for them to sit beside: see pytest_configure)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NAKODO_OVERTURE_INDEX", str(tmp_path_factory.mktemp("overture_index")))
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
-        patch.delenv("NAKODO_DATABASE", raising=False)
         yield
 
 
@@ -59,6 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     default the machine's on 127.0.0.1:5432), or, where nothing answers there, a throwaway cluster of the suite's
     own. The variable names the one chosen, for the processes tests start."""
     global _admin_url, _throwaway, _configured
+    # `make test` exports the project's NAKODO_DATABASE. Gone before any test module imports the definitions, which
+    # bind a variable set at import as an EnvVar read at run time: removed later, runs built from those definitions
+    # failed on its absence.
+    os.environ.pop("NAKODO_DATABASE", None)
     _configured = os.environ.get(POSTGRES_VARIABLE)
     _admin_url = _configured or DEFAULT_POSTGRES
     if not answers(_admin_url):
