@@ -9,7 +9,7 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,11 +103,10 @@ def analyze(database: str) -> None:
         connection.close()
 
 
-def seeded_template(admin_url: str, campaigns: int, radius_km: int) -> tuple[str, float | None]:
-    """A PostgreSQL database holding ``campaigns`` campaigns of ``targetings`` (seed 0), kept between bench runs:
-    seeding 100,000 campaigns through the store takes about an hour. Returns its name and the seconds seeding took,
-    or None if it was already there. Copies are migrated to the newest schema as any older store is."""
-    name = f"nakodo_bench_seeded_{campaigns}_{radius_km}km_{CATEGORIES_PER_CAMPAIGN}"
+def kept_template(admin_url: str, name: str, seed: Callable[[str], object]) -> tuple[str, float | None]:
+    """A PostgreSQL database ``name``, filled once by ``seed(url)`` and kept between bench runs: seeding thousands
+    of campaigns through the store takes minutes. Returns its name and the seconds seeding took, or None if it was
+    already there. Copies are migrated to the newest schema as any older store is."""
     admin = psycopg2.connect(admin_url)
     admin.autocommit = True
     try:
@@ -119,12 +118,22 @@ def seeded_template(admin_url: str, campaigns: int, radius_km: int) -> tuple[str
             seeding = f"{name}_seeding"
             cursor.execute(f'DROP DATABASE IF EXISTS "{seeding}"')
             cursor.execute(f'CREATE DATABASE "{seeding}"')
-            url = urlunsplit(urlsplit(admin_url)._replace(path=f"/{seeding}"))
-            seconds = seed_campaigns(url, targetings(campaigns, radius_km, CATEGORIES_PER_CAMPAIGN))
+            started = time.perf_counter()
+            seed(urlunsplit(urlsplit(admin_url)._replace(path=f"/{seeding}")))
+            seconds = time.perf_counter() - started
             cursor.execute(f'ALTER DATABASE "{seeding}" RENAME TO "{name}"')
             return name, seconds
     finally:
         admin.close()
+
+
+def seeded_template(admin_url: str, campaigns: int, radius_km: int) -> tuple[str, float | None]:
+    """``kept_template`` of ``campaigns`` campaigns of ``targetings`` (seed 0): seeding 100,000 takes about an hour."""
+    return kept_template(
+        admin_url,
+        f"nakodo_bench_seeded_{campaigns}_{radius_km}km_{CATEGORIES_PER_CAMPAIGN}",
+        lambda url: seed_campaigns(url, targetings(campaigns, radius_km, CATEGORIES_PER_CAMPAIGN)),
+    )
 
 
 class _Lines(logging.Handler):

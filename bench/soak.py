@@ -31,7 +31,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import dagster as dg
 import numpy as np
@@ -40,7 +39,15 @@ import pyarrow as pa
 import time_machine
 from dagster._core.events import DagsterEvent
 
-from bench.policy import CATEGORIES_PER_CAMPAIGN, SENSORS, TICK_INTERVAL_S, evaluate, launch, scratch_database
+from bench.policy import (
+    CATEGORIES_PER_CAMPAIGN,
+    SENSORS,
+    TICK_INTERVAL_S,
+    evaluate,
+    kept_template,
+    launch,
+    scratch_database,
+)
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import run_stamp
 from nakodo_dagster.jobs.import_places import import_payload
@@ -114,26 +121,14 @@ def seed_fleet(store: Store, campaigns: list[Targeting], first_account: int = 0)
 
 
 def soak_template(admin_url: str, campaigns: int, seed: int) -> str:
-    """A PostgreSQL database holding the soak's fleet, kept between runs (seeding 10,000 campaigns through the
-    store takes minutes); copies are migrated to the newest schema as any older store is."""
-    name = f"nakodo_bench_soak_{campaigns}_{seed}"
-    admin = psycopg2.connect(admin_url)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-            if cursor.fetchone():
-                return name
-            seeding = f"{name}_seeding"
-            cursor.execute(f'DROP DATABASE IF EXISTS "{seeding}"')
-            cursor.execute(f'CREATE DATABASE "{seeding}"')
-            store = open_store(urlunsplit(urlsplit(admin_url)._replace(path=f"/{seeding}")))
-            store.migrate()
-            seed_fleet(store, fleet(campaigns, seed))
-            cursor.execute(f'ALTER DATABASE "{seeding}" RENAME TO "{name}"')
-            return name
-    finally:
-        admin.close()
+    """A PostgreSQL database holding the soak's fleet (``policy.kept_template``)."""
+
+    def fill(url: str) -> None:
+        store = open_store(url)
+        store.migrate()
+        seed_fleet(store, fleet(campaigns, seed))
+
+    return kept_template(admin_url, f"nakodo_bench_soak_{campaigns}_{seed}", fill)[0]
 
 
 def worst_statistics(database: str) -> None:
