@@ -324,7 +324,8 @@ def _burst(store: Store, campaigns: int, seed: int) -> dict:
         store.set_campaign_status(campaign_id, "paused")
     for campaign_id in paused[::2]:
         store.set_campaign_status(campaign_id, "active")
-    moved = store.set_account_plan(5, "starter")
+    pro = [usage.account.id for usage in store.accounts() if usage.account.plan == "pro"]
+    moved = store.set_account_plan(pro[0], "starter") if pro else {}
     return {"added": len(added), "paused": len(paused), "resumed": len(paused[::2]), "paused_by_plan": len(moved)}
 
 

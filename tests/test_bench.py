@@ -24,3 +24,23 @@ def test_the_reader_parts_run_one_after_the_other_in_one_bench(tmp_path):
     assert {"cases", "overture"} <= set(results)
     assert results["overture"]["cases"]["block"]["index"][0]["rows"] > 0
     assert "## Reading at Overture's scale" in (out / "results.md").read_text()
+
+
+def test_the_soak_ticks_every_sensor_through_every_phase_and_lands_imports(tmp_path):
+    # A short soak on DuckDB, as the bench's soak part runs it: what is tested is that every phase happens, the
+    # runs land and the searches run, not how long the ticks take.
+    command = [sys.executable, "-m", "bench.soak", "--backend", "duckdb", "--campaigns", "30", "--max-rounds", "2"]
+    finished = subprocess.run([*command, "--work", str(tmp_path)], cwd=PROJECT, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    soak = json.loads(finished.stdout)
+    assert list(soak["phases"]) == [
+        "cold start",
+        "steady, imports landing",
+        "after a burst of new campaigns",
+        "next day",
+        "new release, 35 days on",
+    ]
+    assert all(set(sensors) == {"import", "search", "coverage"} for sensors in soak["phases"].values())
+    assert soak["imports"]["landed"] > 0 and soak["searches"] > 0
+    assert soak["events"]["after a burst of new campaigns"]["added"] > 0
+    assert "## Soak" in finished.stderr
