@@ -678,7 +678,6 @@ LEAVE_MOVING_PAIRS = """
 DELETE FROM progress_queue USING moving_pairs
 WHERE progress_queue.area = moving_pairs.area AND progress_queue.category = moving_pairs.category
 """
-PROGRESS_QUEUED = "SELECT count(*) FROM progress_queue"
 
 # The active campaigns' areas holding a moving pair: through the areas' index, then each campaign's categories. A
 # campaign noted due is counted whole just after, and a later statement of the count sees every note this one saw.
