@@ -85,6 +85,9 @@ T = TypeVar("T")
 # next one reads that stretch again (harmless: each business is added once, a pair recounted twice counts once).
 # The margin also absorbs clock drift between the writer's machine and the reader's.
 COMMIT_OVERLAP = timedelta(minutes=1)
+# A count's ranges start after a moment (sql.CREATE_RECOUNT); a change stamped at the very moment a count vouches
+# for may commit after it, so the next starts this much earlier and reads it (both stores keep microseconds).
+_JUST_BEFORE = timedelta(microseconds=1)
 # What a campaign's first search, or its first after its targeting changed, reads: everything loaded.
 _EVER = datetime(1970, 1, 1, tzinfo=UTC)
 # What one count or look works out again at most, the rest left for the next: a tick after any change, however big
@@ -93,6 +96,10 @@ _EVER = datetime(1970, 1, 1, tzinfo=UTC)
 # take about 1.5 s (a cold start's 11,700 blocks are lined up over 24 looks, campaigns' first blocks first).
 PROGRESS_PAIRS_PER_COUNT = 10_000
 LINE_BLOCKS_PER_LOOK = 500
+# A count reads at most this many pairs of each of its ranges (sql.CREATE_RECOUNT), oldest first, and the next
+# goes on from where it stopped: 200 campaigns added at once change about 80,000 needed pairs, a new release
+# makes every loaded pair due within a minute, and one count of all of them took 11 to 17 s at 10,000 campaigns.
+COUNT_PAIRS_PER_RANGE = 10_000
 # A moment no change reaches: a count afresh reads needs from place_imports alone.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -102,6 +109,8 @@ _CAMPAIGN_NEEDS_VERSION = 3
 _FIRST_AREA_VERSION = 5
 # The version that counts each pair's campaigns (needed_pairs).
 _NEEDED_PAIRS_VERSION = 6
+# The version that keeps where the coverage count stopped in each of its ranges.
+_COUNT_RANGES_VERSION = 14
 
 
 @functools.cache
@@ -205,6 +214,29 @@ def _rule_since(since: datetime, now: datetime) -> dict[str, Any]:
     """``_rule(now)`` and the same boundaries at ``since`` (``*_then``): what crossed one in between."""
     then = {f"{name}_then": value for name, value in asdict(Cutoffs.at(since)).items()}
     return {**_rule(now), **then, "since": since}
+
+
+# The ranges of a coverage count (sql.CREATE_RECOUNT), each kept in coverage_counted as ``{name}_through``, with
+# the statement that finds where COUNT_PAIRS_PER_RANGE of its rows end.
+_COUNT_RANGES = (
+    ("needs", sql.NEEDS_RANGE_CUT),
+    ("imports", sql.IMPORTS_RANGE_CUT),
+    ("fresh", sql.IMPORTS_RANGE_CUT),
+    ("coming", sql.IMPORTS_RANGE_CUT),
+    ("retry", sql.IMPORTS_RANGE_CUT),
+)
+
+
+def _import_ranges_through(moment: datetime) -> dict[str, datetime]:
+    """The place_imports ranges of a count that saw everything up to ``moment``: the rows dated up to it, and
+    those that crossed each freshness boundary by then."""
+    crossed = {f"{boundary}_through": value for boundary, value in _boundaries(moment).items()}
+    return {"imports_through": moment, **crossed}
+
+
+def _boundaries(moment: datetime) -> dict[str, datetime]:
+    cutoffs = Cutoffs.at(moment)
+    return {"fresh": cutoffs.fresh_after, "coming": cutoffs.coming_after, "retry": cutoffs.retry_after}
 
 
 def _note_needs_changed(tx: Transaction) -> None:
@@ -351,6 +383,10 @@ class Store(ABC):
             if reached < _NEEDED_PAIRS_VERSION:
                 tx.run(sql.COUNT_NEEDED_PAIRS)
                 tx.run(sql.COUNT_NEEDED_TOTAL, states=list(PAIR_STATES))
+            if reached < _COUNT_RANGES_VERSION:
+                # Where the count before this version would have started its next count: the minute before it.
+                [(counted_at,)] = tx.rows(sql.COUNTED_AT)
+                tx.run(sql.KEEP_IMPORT_RANGES, **_import_ranges_through(counted_at - COMMIT_OVERLAP - _JUST_BEFORE))
 
         self._transact(work)
 
@@ -550,17 +586,34 @@ class Store(ABC):
     @staticmethod
     def _recount_coverage(tx: Transaction, now: datetime) -> _Recount:
         started = datetime.now(UTC)
-        [(counted_at, needs_through)] = tx.rows(sql.LOCK_COVERAGE_COUNTED)
+        [(counted_at, *through)] = tx.rows(sql.LOCK_COVERAGE_COUNTED)
+        starts = dict(zip((name for name, _ in _COUNT_RANGES), through, strict=True))
+        # Where each range ends now, and up to when a count that reads all of it vouches for it: a change is
+        # stamped before its commit, so the last COMMIT_OVERLAP of changes is read again by the next count.
+        ends = {"needs": _NEVER, "imports": _NEVER, **_boundaries(now)}
+        overlap = COMMIT_OVERLAP + _JUST_BEFORE
+        vouched = {"needs": started - overlap, "imports": now - overlap, **_boundaries(now)}
         from_scratch = counted_at == _EVER or now < counted_at
         if from_scratch:
-            # Counted afresh: every pair with a place_imports row. One without is missing, as it was; a change to
-            # its needs alone moves only the needed count, which its writer keeps.
+            # Counted afresh: every pair with a place_imports row, whatever their number. One without is missing,
+            # as it was; a change to its needs alone moves only the needed count, which its writer keeps.
             tx.run(sql.FORGET_COVERAGE)
             tx.run(sql.FORGET_COVERAGE_COUNTS)
-            since, needs_through = _EVER, _NEVER
+            starts = {"needs": _NEVER, "imports": _EVER, **_boundaries(now)}
         else:
-            since = counted_at - COMMIT_OVERLAP
-        tx.run(sql.CREATE_RECOUNT, **_rule_since(since, now), needs_through=needs_through)
+            for name, cut in _COUNT_RANGES:
+                [(taken, last)] = tx.rows(cut, start=starts[name], end=ends[name], pairs=COUNT_PAIRS_PER_RANGE)
+                if taken == COUNT_PAIRS_PER_RANGE:
+                    # The rest of the range waits for the next count, which starts after the last time taken
+                    # (every row of that time is taken with it, so none is left between two counts).
+                    ends[name] = last
+                    vouched[name] = min(last, vouched[name])
+        ranges = {
+            f"{name}_{edge}": moment
+            for edge, edges in (("start", starts), ("end", ends))
+            for name, moment in edges.items()
+        }
+        tx.run(sql.CREATE_RECOUNT, **ranges)
         tx.run(sql.CREATE_RESTATED, **_rule(now))
         tx.analyze("restated")
         tx.run(sql.MOVE_COVERAGE_COUNTS)
@@ -583,7 +636,9 @@ class Store(ABC):
             tx.run(sql.MOVE_PROGRESS)
             [(moved,)] = tx.rows(sql.AREAS_MOVED)
         counted = _count_progress_whole(tx, everyone=from_scratch)
-        tx.run(sql.KEEP_COVERAGE_COUNTED, counted_at=now, needs_through=started - COMMIT_OVERLAP)
+        through = {f"{name}_through": at for name, at in vouched.items()}
+        tx.run(sql.KEEP_COVERAGE_COUNTED, counted_at=now, **through)
+        tx.run(sql.KEEP_IMPORT_RANGES, **through)
         [(recounted,)] = tx.rows(sql.RECOUNTED)
         tx.keep_coverage_statistics(recounted)
         return _Recount(recounted, moved + counted)

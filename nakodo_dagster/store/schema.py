@@ -381,6 +381,16 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "UPDATE coverage_counted SET counted_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'",
         ),
     ),
+    (
+        14,
+        # Where the coverage count stopped in each range of place_imports it reads (needs_through is the range of
+        # needed_pairs): a count reads a bounded share of a big change and the next goes on from there. Filled
+        # by the migration from counted_at (Store.migrate).
+        tuple(
+            f"ALTER TABLE coverage_counted ADD COLUMN {name}_through TIMESTAMPTZ"
+            for name in ("imports", "fresh", "coming", "retry")
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.

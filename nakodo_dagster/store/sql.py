@@ -964,24 +964,47 @@ ON CONFLICT (area, category) DO UPDATE SET changed_at = excluded.changed_at
 """
 
 LOCK_COVERAGE_COUNTED = """
-UPDATE coverage_counted SET counted_at = counted_at WHERE id = 1 RETURNING counted_at, needs_through
+UPDATE coverage_counted SET counted_at = counted_at WHERE id = 1
+RETURNING counted_at, needs_through, imports_through, fresh_through, coming_through, retry_through
+"""
+COUNTED_AT = "SELECT counted_at FROM coverage_counted"
+KEEP_IMPORT_RANGES = """
+UPDATE coverage_counted
+SET imports_through = $imports_through, fresh_through = $fresh_through, coming_through = $coming_through,
+    retry_through = $retry_through
 """
 FORGET_COVERAGE = "DELETE FROM coverage_pairs"
 FORGET_COVERAGE_COUNTS = "UPDATE coverage_counts SET pairs = 0 WHERE state <> 'needed'"
 
-# The pairs whose state may have moved since the last count: needs changed from $needs_through on; place_imports
-# rows asked for, loaded or dated from $since on (a mark stamped at the very moment of the last count may have
-# committed after it), or crossing a freshness boundary between then (the *_then parameters: placement.Cutoffs
-# at $since) and now. Every range is an index's.
+
+def _count_range_cut(table: str, column: str) -> str:
+    """How many rows of ``table`` (a table of the store, never user text) have ``column`` after $start up to $end,
+    at most $pairs of them, and the latest such time among the first $pairs: a count that takes $pairs rows of a
+    range stops there, and the next goes on from it. Through the column's index, $pairs entries at most."""
+    return f"""
+SELECT count(*), max(moment) FROM (
+    SELECT {column} AS moment FROM {table} WHERE {column} > $start AND {column} <= $end ORDER BY {column} LIMIT $pairs
+) AS taken
+"""
+
+
+NEEDS_RANGE_CUT = _count_range_cut("needed_pairs", "changed_at")
+IMPORTS_RANGE_CUT = _count_range_cut("place_imports", "imported_at")
+
+
+# The pairs whose state may have moved since the last count, range by range (after *_start, up to *_end): needs
+# changed (needed_pairs.changed_at); place_imports rows asked for, loaded or dated (imports); and those crossing a
+# freshness boundary (fresh, coming, retry: placement.Cutoffs between the last count's and this one's). Every
+# range is an index's.
 CREATE_RECOUNT = """
 CREATE TEMP TABLE recount AS
-SELECT area, category FROM needed_pairs WHERE changed_at >= $needs_through
+SELECT area, category FROM needed_pairs WHERE changed_at > $needs_start AND changed_at <= $needs_end
 UNION
 SELECT area, category FROM place_imports
-WHERE imported_at >= $since
-   OR (imported_at > $fresh_after_then AND imported_at <= $fresh_after)
-   OR (imported_at > $coming_after_then AND imported_at <= $coming_after)
-   OR (imported_at > $retry_after_then AND imported_at <= $retry_after)
+WHERE (imported_at > $imports_start AND imported_at <= $imports_end)
+   OR (imported_at > $fresh_start AND imported_at <= $fresh_end)
+   OR (imported_at > $coming_start AND imported_at <= $coming_end)
+   OR (imported_at > $retry_start AND imported_at <= $retry_end)
 """
 
 # Each recounted pair's state and row as counted (was_*) and now (state NULL: not needed, or never asked for).
