@@ -129,3 +129,22 @@ def test_a_look_with_more_blocks_to_work_out_than_it_may_lines_up_every_first_bl
     assert blocks == len(firsts)
     assert all(line.place is not None for line in lines), "every campaign's first block stands in line"
     assert store.reserve_missing(start + SECOND, max_runs=0).relined == min(len(firsts), len(every) - len(firsts))
+
+
+def test_a_coverage_count_after_a_big_change_reads_a_bounded_share_and_the_next_counts_catch_up(store, monkeypatch):
+    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    monkeypatch.setattr(store_base, "COUNT_PAIRS_PER_RANGE", 3)
+    fleet = _fleet(store, 12, seed=9)
+    start = datetime.now(UTC) + SECOND
+    assert store.coverage(start, 0).counts["coming"] == 0
+    needed = sorted({(area, category) for t in fleet.values() for area in areas_for(t) for category in t.categories})
+    changed = random.Random(10).sample(needed, 8)
+    for number, pair in enumerate(changed):
+        store.force_request([pair], start + SECOND + number * timedelta(milliseconds=1))
+
+    counts = [store.coverage(start + (2 + tick) * SECOND, 0) for tick in range(4)]
+
+    # Three asked-for pairs a count, oldest first: 8 take three counts, and the kept counts then hold them all.
+    assert [count.recounted for count in counts] == [3, 3, 2, 0]
+    assert [count.counts["coming"] for count in counts] == [3, 6, 8, 8]
+    assert counts[-1].counts["missing"] == len(needed) - len(changed)
