@@ -16,7 +16,8 @@ STAMP = "nakodo/stamp"
 BOX = "nakodo/box"
 AREA = "nakodo/area"
 CATEGORIES = "nakodo/categories"
-# The names of the campaigns a search run searches, so that a person finds a campaign's runs by its name.
+# The names of the campaigns a search run searches, or an import run serves: a person finds a campaign's runs by its
+# name, and sees why a run is there.
 CAMPAIGN = "nakodo/campaign"
 WHY = "nakodo/why"
 # Dagster's own tag on a run of one partition.
@@ -42,15 +43,17 @@ RUN_WORKER_START = "nakodo/run_worker_start"
 _NAMES_IN_TAG = 200
 
 
-def campaign_names(names: Sequence[str]) -> str:
-    """The CAMPAIGN tag of a run searching these campaigns: their names, as many as fit, then how many more."""
+def campaign_names(names: Sequence[str], count: int | None = None) -> str:
+    """The CAMPAIGN tag of a run for these campaigns: their names, as many as fit, then how many more; ``count``
+    is how many campaigns there are in all when ``names`` are only the first of them."""
+    total = len(names) if count is None else count
     shown = ""
-    for count, name in enumerate(names):
-        more = f" and {len(names) - count} more"
+    for shown_count, name in enumerate(names):
+        more = f" and {total - shown_count} more"
         if shown and len(shown) + len(name) + 2 + len(more) > _NAMES_IN_TAG:
             return shown + more
         shown = f"{shown}, {name}" if shown else name
-    return shown
+    return shown + (f" and {total - len(names)} more" if total > len(names) else "")
 
 
 def stamp_tag(stamp: datetime) -> str:

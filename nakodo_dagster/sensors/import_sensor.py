@@ -30,7 +30,7 @@ from nakodo_dagster.placement import (
     parse_area_key,
 )
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Reservation, Store
+from nakodo_dagster.store import Reservation, ServedCampaigns, Store
 from nakodo_dagster.store.base import COMMIT_OVERLAP
 from nakodo_dagster.words import plural
 
@@ -242,7 +242,7 @@ def take_back_unretried(
     return until
 
 
-def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRequest:
+def _run_request(run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
         job_name=import_places.name,
@@ -259,6 +259,7 @@ def _run_request(run: ImportRun, stamp: datetime, first_block: bool) -> dg.RunRe
             tags.CATEGORIES: ",".join(run.categories)[:200],
             tags.PRIORITY: str(FIRST_BLOCK_PRIORITY if first_block else BACKLOG_PRIORITY),
             tags.LINE: tags.FIRST_BLOCK_LINE if first_block else tags.BACKLOG_LINE,
+            tags.CAMPAIGN: tags.campaign_names(served.names, served.count),
         },
     )
 
@@ -363,7 +364,9 @@ def request_import_runs(
         # The same work is queued, running or just succeeded: its marks are not ours to keep.
         store.take_back([pair for run in runs if run.key in blocking for pair in run.pairs], stamp)
         clock.lap("same work")
-        requests = [_run_request(run, stamp, run.key in reservation.first_runs) for run in launch]
+        requests = [
+            _run_request(run, stamp, run.key in reservation.first_runs, reservation.served[run.key]) for run in launch
+        ]
         partitions = _new_partitions(instance, launch)
         clock.lap("requests")
     except Exception as error:

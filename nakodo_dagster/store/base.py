@@ -63,6 +63,7 @@ from nakodo_dagster.store.models import (
     ProgressCount,
     Reservation,
     SearchProgress,
+    ServedCampaigns,
     WrittenImport,
     check_account_name,
     check_campaign_name,
@@ -96,6 +97,8 @@ _EVER = datetime(1970, 1, 1, tzinfo=UTC)
 # take about 1.5 s (a cold start's 11,700 blocks are lined up over 24 looks, campaigns' first blocks first).
 PROGRESS_PAIRS_PER_COUNT = 10_000
 LINE_BLOCKS_PER_LOOK = 500
+# The names of the campaigns an import run serves that a reservation hands back: more than its tag shows.
+SERVED_NAMES = 40
 # A count reads at most this many pairs of each of its ranges (sql.CREATE_RECOUNT), oldest first, and the next
 # goes on from where it stopped: 200 campaigns added at once change about 80,000 needed pairs, a new release
 # makes every loaded pair due within a minute, and one count of all of them took 11 to 17 s at 10,000 campaigns.
@@ -493,7 +496,7 @@ class Store(ABC):
         relook = relook or not keep_line
         line = "new_line" if relook else "import_line"
 
-        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple], int]:
+        def work(tx: Transaction) -> tuple[int, int, int, int, list[tuple], list[tuple], int, list[tuple]]:
             relined = 0
             if relook and keep_line:
                 # The coverage count notes the blocks whose pairs changed since it last counted: only those are
@@ -518,21 +521,31 @@ class Store(ABC):
             tx.run(sql.admit_from(line), max_runs=max_runs)
             order = tx.rows(sql.ADMITTED_ORDER)
             reserved = tx.rows(sql.RESERVE_ADMITTED, **rule, **campaigns, stamp=now, force=False) if order else []
+            served = tx.rows(sql.SERVED_CAMPAIGNS, stamp=now, names=SERVED_NAMES) if reserved else []
             if keep_line and relook:
                 tx.run(sql.FORGET_LINE)
                 tx.run(sql.KEEP_LINE)
             elif keep_line:
                 tx.run(sql.LEAVE_LINE)
-            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order, relined
+            return missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order, relined, served
 
-        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order, relined = self._transact(work)
+        missing_pairs, missing_runs, coming_pairs, paused_for_plan, reserved, order, relined, served = self._transact(
+            work
+        )
         by_area = _by_area(reserved)
         runs = import_runs(by_area, {key: parse_area_key(key) for key in by_area})
         turn = {block: position for position, (block, _) in enumerate(order)}
         runs.sort(key=lambda run: turn[run_block(run)])
         first_blocks = {block for block, first in order if first}
         first_runs = frozenset(run.key for run in runs if run_block(run) in first_blocks)
-        return Reservation(now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan, first_runs, relined)
+        by_block: dict[str, ServedCampaigns] = {}
+        for block, name, count in served:
+            named = by_block.get(block, ServedCampaigns((), count))
+            by_block[block] = ServedCampaigns((*named.names, name), count)
+        by_run = {run.key: by_block.get(run_block(run), ServedCampaigns((), 0)) for run in runs}
+        return Reservation(
+            now, runs, missing_runs, missing_pairs, coming_pairs, paused_for_plan, first_runs, relined, by_run
+        )
 
     def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
         """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -113,6 +113,14 @@ class CampaignAccount:
 
 
 @dataclass(frozen=True)
+class ServedCampaigns:
+    """The campaigns an import run serves: the first few names, oldest campaign first, and how many in all."""
+
+    names: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True)
 class Reservation:
     """Import runs this caller reserved, the stamp its marks carry (the key to taking them back), and what the
     campaigns missed before it: runs and pairs missing (reserved or left for later) and marks already on their way."""
@@ -128,6 +136,8 @@ class Reservation:
     """Keys of the runs that read a campaign's first block: they go before the rest of the queue."""
     relined: int = 0
     """Blocks whose missing pairs this look worked out again (those whose pairs changed since the last)."""
+    served: Mapping[str, ServedCampaigns] = field(default_factory=dict)
+    """By run key, the active campaigns the run's pairs serve."""
 
 
 @dataclass(frozen=True)

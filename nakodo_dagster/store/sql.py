@@ -245,6 +245,28 @@ ORDER BY 1, 2
 
 LEAVE_LINE = "DELETE FROM import_line WHERE block IN (SELECT block FROM admitted_blocks)"
 
+# The active campaigns each reserved block serves (they need one of the pairs just marked with $stamp), found from
+# the marks through the imported_at index and each mark's campaign areas through the areas' index: the first
+# $names of a block by id, and how many in all. An import run's tag names them.
+SERVED_CAMPAIGNS = """
+WITH served AS (
+    SELECT DISTINCT ca.block, c.id, c.name
+    FROM place_imports AS marked
+    CROSS JOIN LATERAL (
+        SELECT campaign_id, block FROM campaign_areas WHERE campaign_areas.area = marked.area OFFSET 0
+    ) AS ca
+    JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = marked.category
+    JOIN campaigns AS c ON c.id = ca.campaign_id
+    WHERE marked.imported_at = $stamp AND c.status = 'active'
+),
+ranked AS (
+    SELECT block, name, row_number() OVER (PARTITION BY block ORDER BY id) AS place,
+           count(*) OVER (PARTITION BY block) AS campaigns
+    FROM served
+)
+SELECT block, name, campaigns FROM ranked WHERE place <= $names ORDER BY block, place
+"""
+
 # Where each active campaign (every one, or those named) stands for its first businesses: its first pair's state by
 # the one rule, and, while that pair waits for admission, its block's place in the kept line; then how many of the
 # campaign's blocks wait in the line.

@@ -61,6 +61,24 @@ def test_a_campaign_gets_one_run_per_block_and_its_partitions(instance, resource
     assert added == {"area": set(areas), "category": set(LEEDS.categories)}
 
 
+def test_each_import_run_names_the_active_campaigns_it_serves(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    store.add_campaign("Leeds pubs", Targeting(LEEDS.locations, ("pub",)))
+    store.add_campaign("Leeds bakeries", Targeting(LEEDS.locations, ("bakery",)))
+    store.set_campaign_status(store.add_campaign("Leeds paused", LEEDS), "paused")
+    store.add_campaign("Paris", Targeting((PointLocation(48.8566, 2.3522, 5),), ("cafe",)))
+
+    result = tick(instance, resources)
+
+    named = {}
+    for request in result.run_requests:
+        run = ImportRun.from_payload(import_payload(request.run_config))
+        named[request.tags[tags.CAMPAIGN]] = named.get(request.tags[tags.CAMPAIGN], set()) | set(run.categories)
+    # A campaign is named on the runs that read its categories; the paused one on none.
+    assert named == {"Leeds, Leeds pubs, Leeds bakeries": {"bakery", "cafe", "pub"}, "Paris": {"cafe"}}
+
+
 def test_the_next_tick_waits_instead_of_asking_again(instance, resources):
     resources["store"].store.add_campaign("Leeds", LEEDS)
     first = tick(instance, resources)
@@ -89,7 +107,7 @@ def test_imports_off_writes_no_mark_and_says_why(instance, resources_off):
 def test_a_failure_after_reserving_takes_the_marks_back_and_fails_the_tick(instance, resources, monkeypatch):
     resources["store"].store.add_campaign("Leeds", LEEDS)
 
-    def broken(run, stamp, first_block):
+    def broken(run, stamp, first_block, served):
         raise RuntimeError("the run request could not be built")
 
     monkeypatch.setattr(import_sensor_module, "_run_request", broken)
@@ -221,7 +239,7 @@ def test_marks_that_cannot_be_taken_back_are_marked_failed_with_why(instance, re
     store = resources["store"].store
     leeds = store.add_campaign("Leeds", LEEDS)
 
-    def broken(run, stamp, first_block):
+    def broken(run, stamp, first_block, served):
         raise RuntimeError("the run request could not be built")
 
     def refused(self, pairs, stamp):
