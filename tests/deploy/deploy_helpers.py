@@ -107,6 +107,11 @@ _QUEUED_RUN_COORDINATOR_KEYS = {
     "dequeueNumWorkers": "dequeue_num_workers",
 }
 _CUSTOM_RUN_COORDINATOR_KEYS = {"module", "class", "config"}
+_PYTHON_LOGS_KEYS = {
+    "pythonLogLevel": "python_log_level",
+    "managedPythonLoggers": "managed_python_loggers",
+    "dagsterHandlerConfig": "dagster_handler_config",
+}
 _RUN_MONITORING_KEYS = {
     "enabled": "enabled",
     "startTimeoutSeconds": "start_timeout_seconds",
@@ -253,6 +258,10 @@ def render_instance(v: Mapping[str, Any]) -> dict[str, Any]:
     if sensors["useThreads"]:
         instance["sensors"] = {"use_threads": True, "num_workers": sensors["numWorkers"]}
     instance["telemetry"] = {"enabled": v["telemetry"]["enabled"]}
+    python_logs = v.get("pythonLogs") or {}
+    _known("pythonLogs", python_logs, _PYTHON_LOGS_KEYS)
+    if python_logs:
+        instance["python_logs"] = {_PYTHON_LOGS_KEYS[key]: value for key, value in python_logs.items() if value}
     if concurrency.get("enabled"):
         pools, runs = concurrency.get("pools", {}), concurrency.get("runs", {})
         _known("concurrency.pools", pools, {"defaultLimit", "granularity", "opGranularityRunBuffer"})

@@ -99,16 +99,17 @@ def test_the_instance_the_chart_renders_passes_dagsters_schemas(tmp_path, monkey
 
 
 def test_the_chart_renders_the_production_instance():
-    """values.yaml and dagster.yaml are one instance: the same launcher, limits, queue, monitoring and storage."""
+    """values.yaml and dagster.yaml are one instance: the same launcher, limits, queue, monitoring, logs and storage."""
     rendered, production = render_instance(values()), production_instance()
-    same = ("concurrency", "run_coordinator", "run_monitoring", "run_retries", "sensors", "telemetry")
+    same = ("concurrency", "run_coordinator", "run_monitoring", "run_retries", "sensors", "python_logs", "telemetry")
     for key in same:
         assert rendered[key] == production[key], key
     assert rendered["compute_logs"]["class"] == production["compute_logs"]["class"]
-    # The embedded default's queue: the project's, which holds a run of places launched by hand or by a backfill
-    # under the import limit, drained as often by as many workers.
+    # The embedded default's queue and log level: the project's queue, which holds a run of places launched by hand or
+    # by a backfill under the import limit, drained as often by as many workers; runs' console logs at INFO.
     local = yaml.safe_load(files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text(encoding="utf-8"))
     assert rendered["run_coordinator"] == local["run_coordinator"]
+    assert rendered["python_logs"] == local["python_logs"]
 
     def launcher_config(instance):
         processed = process_config(K8sRunLauncher.config_type(), instance["run_launcher"]["config"])

@@ -94,8 +94,8 @@ def test_the_run_launcher_is_dagster_k8s_with_a_valid_config():
 
 
 def test_the_production_instance_keeps_the_local_limits():
-    """Two imports at a time, by hand or not, the queue drained every second by two workers, dead runs failed: as
-    locally."""
+    """Two imports at a time, by hand or not, the queue drained every second by two workers, dead runs failed, runs'
+    console logs at INFO: as locally."""
     # The embedded default's instance, shipped in the package (`nakodo sync` and `make run` use it).
     local = yaml.safe_load(files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text(encoding="utf-8"))
     production = production_instance()
@@ -116,6 +116,7 @@ def test_the_production_instance_keeps_the_local_limits():
         assert config == dev.get_concurrency_config()
         for attribute in ("dequeue_interval_seconds", "dequeue_use_threads", "dequeue_num_workers"):
             assert getattr(prod.run_coordinator, attribute) == getattr(dev.run_coordinator, attribute), attribute
+        assert prod.python_log_level == dev.python_log_level == "INFO"
         assert prod.run_monitoring_enabled and dev.run_monitoring_enabled
         assert prod.run_monitoring_max_resume_run_attempts == 0, "a dead import is failed, not resumed"
         assert not prod.telemetry_enabled
