@@ -1,9 +1,13 @@
-"""The embedded default's run queue: Dagster's own, which also tags a run of the places asset as an import.
+"""The run queue of both instances (the embedded default's and production's): Dagster's own, which also tags a run
+of the places asset as an import.
 
 The import sensor's runs carry `nakodo/kind=import` from their job, and the queue lets two of them run at once
 (dagster.yaml's tag limit). A run of places launched by hand from the UI, or by a backfill, is a run of Dagster's
 asset job, which carries no tag of ours: without one, every such run started at once and waited inside for a slot
 of the import pool, holding a process. Tagged as it is queued, it waits in the queue like the sensor's.
+
+It runs in the process that submits a run: the webserver for a launch from the UI, the daemon for the sensors'.
+In production both therefore run the code server's image (deploy/production/values.yaml).
 """
 
 from __future__ import annotations

@@ -55,8 +55,15 @@ def test_the_queue_launches_a_freed_slot_within_a_second():
         assert coordinator.dequeue_num_workers == 2
 
 
-def test_runs_of_places_by_hand_or_backfill_queue_as_imports_two_at_a_time():
-    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+def _queue_and_limits(path: Path) -> dict:
+    """A dagster.yaml's settings but its storage, run launcher and compute logs: the test instance's own serve."""
+    settings = yaml.safe_load(path.read_text())
+    return {key: value for key, value in settings.items() if key not in ("storage", "run_launcher", "compute_logs")}
+
+
+@pytest.mark.parametrize("path", [DAGSTER_YAML, PRODUCTION_YAML], ids=["embedded", "production"])
+def test_runs_of_places_by_hand_or_backfill_queue_as_imports_two_at_a_time(path):
+    settings = _queue_and_limits(path)
     asset_job = defs.resolve_implicit_global_asset_job_def()
     # Where the runs' code lives, as the webserver records it (the queue reads it; nothing is loaded from it here).
     location = InProcessCodeLocationOrigin(

@@ -106,6 +106,12 @@ _QUEUED_RUN_COORDINATOR_KEYS = {
     "dequeueUseThreads": "dequeue_use_threads",
     "dequeueNumWorkers": "dequeue_num_workers",
 }
+_CUSTOM_RUN_COORDINATOR_KEYS = {"module", "class", "config"}
+_PYTHON_LOGS_KEYS = {
+    "pythonLogLevel": "python_log_level",
+    "managedPythonLoggers": "managed_python_loggers",
+    "dagsterHandlerConfig": "dagster_handler_config",
+}
 _RUN_MONITORING_KEYS = {
     "enabled": "enabled",
     "startTimeoutSeconds": "start_timeout_seconds",
@@ -191,6 +197,26 @@ def _postgres_config(v: Mapping[str, Any]) -> dict[str, Any]:
     return {"postgres_db": config}
 
 
+def _render_run_coordinator(coordinator: Mapping[str, Any], concurrency: Mapping[str, Any]) -> dict[str, Any]:
+    """`dagsterYaml.runCoordinator.queued` or `.custom`, as `dagsterDaemon.runCoordinator.type` picks; the chart
+    ignores the other type's config."""
+    types = {"queuedRunCoordinator", "customRunCoordinator"}
+    _known("dagsterDaemon.runCoordinator.config", coordinator["config"], types)
+    if coordinator["type"] == "CustomRunCoordinator":
+        custom = coordinator["config"]["customRunCoordinator"]
+        _known("dagsterDaemon.runCoordinator.config.customRunCoordinator", custom, _CUSTOM_RUN_COORDINATOR_KEYS)
+        # The class's own config, in Dagster's keys: the chart writes it out as it is.
+        return {"module": custom["module"], "class": custom["class"], "config": custom.get("config") or {}}
+    assert coordinator["type"] == "QueuedRunCoordinator", coordinator["type"]
+    queued = coordinator["config"]["queuedRunCoordinator"]
+    _known("dagsterDaemon.runCoordinator.config.queuedRunCoordinator", queued, _QUEUED_RUN_COORDINATOR_KEYS)
+    config = {_QUEUED_RUN_COORDINATOR_KEYS[key]: value for key, value in queued.items() if value}
+    # With `concurrency` on, the chart leaves the run limit to it unless it is set here too.
+    if not concurrency.get("enabled") and queued.get("maxConcurrentRuns") is None:
+        config["max_concurrent_runs"] = -1
+    return {"module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator", "config": config}
+
+
 def render_instance(v: Mapping[str, Any]) -> dict[str, Any]:
     """The chart's `dagster-instance` ConfigMap (`configmap-instance.yaml`), for the entries values.yaml decides."""
     daemon = v["dagsterDaemon"]
@@ -217,18 +243,7 @@ def render_instance(v: Mapping[str, Any]) -> dict[str, Any]:
     concurrency = v.get("concurrency", {})
     coordinator = daemon["runCoordinator"]
     if coordinator["enabled"]:
-        assert coordinator["type"] == "QueuedRunCoordinator"
-        queued = coordinator["config"]["queuedRunCoordinator"]
-        _known("dagsterDaemon.runCoordinator.config.queuedRunCoordinator", queued, _QUEUED_RUN_COORDINATOR_KEYS)
-        config = {_QUEUED_RUN_COORDINATOR_KEYS[key]: value for key, value in queued.items() if value}
-        # With `concurrency` on, the chart leaves the run limit to it unless it is set here too.
-        if not concurrency.get("enabled") and queued.get("maxConcurrentRuns") is None:
-            config["max_concurrent_runs"] = -1
-        instance["run_coordinator"] = {
-            "module": "dagster.core.run_coordinator",
-            "class": "QueuedRunCoordinator",
-            "config": config,
-        }
+        instance["run_coordinator"] = _render_run_coordinator(coordinator, concurrency)
     module, klass = _COMPUTE_LOG_MANAGERS[v["computeLogManager"]["type"]]
     instance["compute_logs"] = {"module": module, "class": klass}
     monitoring = daemon["runMonitoring"]
@@ -243,6 +258,10 @@ def render_instance(v: Mapping[str, Any]) -> dict[str, Any]:
     if sensors["useThreads"]:
         instance["sensors"] = {"use_threads": True, "num_workers": sensors["numWorkers"]}
     instance["telemetry"] = {"enabled": v["telemetry"]["enabled"]}
+    python_logs = v.get("pythonLogs") or {}
+    _known("pythonLogs", python_logs, _PYTHON_LOGS_KEYS)
+    if python_logs:
+        instance["python_logs"] = {_PYTHON_LOGS_KEYS[key]: value for key, value in python_logs.items() if value}
     if concurrency.get("enabled"):
         pools, runs = concurrency.get("pools", {}), concurrency.get("runs", {})
         _known("concurrency.pools", pools, {"defaultLimit", "granularity", "opGranularityRunBuffer"})

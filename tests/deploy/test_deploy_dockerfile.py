@@ -1,5 +1,6 @@
 """deploy/production/Dockerfile and the chart agree: the image installs the package as the lock pins it, without the
-development tools, and serves, on the port and as the user values.yaml names, the command the chart runs.
+development tools, and serves, on the port and as the user values.yaml names, the command the chart runs; it holds
+what the chart's webserver and daemon run on it too.
 
 No Docker daemon is here, so the image is not built: the Dockerfile is parsed (comments dropped, continued lines
 joined, CMD read as Docker reads an exec-form array). The end-to-end test (test_deploy_topology.py) starts the code
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import re
 import tomllib
+from importlib.metadata import entry_points, packages_distributions
 
-from deploy_helpers import ROOT, instructions, k8s_run_launcher_values, user_deployment
+from deploy_helpers import ROOT, instructions, k8s_run_launcher_values, production_instance, user_deployment
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 LOCK = {
@@ -44,6 +46,21 @@ def pip_installs() -> list[list[str]]:
             if "pip" in words and "install" in words:
                 found.append(words[words.index("install") + 1 :])
     return found
+
+
+def distribution(name: str) -> str:
+    """A distribution's name as pip compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_by_the_image() -> set[str]:
+    """The distributions the image's `pip install` asks for by name: the package, its dependencies (pyproject's), and
+    what the install line names besides it."""
+    [install] = pip_installs()
+    lock = install[install.index("-c") + 1]
+    named = [w for w in install if not w.startswith("-") and w != lock and not w.startswith("/")]
+    dependencies = [re.split(r"[\s=<>!~\[;]", d, maxsplit=1)[0] for d in PYPROJECT["project"]["dependencies"]]
+    return {distribution(d) for d in [PYPROJECT["project"]["name"], *dependencies, *named]}
 
 
 def test_the_image_runs_what_the_chart_runs():
@@ -94,9 +111,26 @@ def test_the_image_installs_the_package_pinned_by_the_lock_without_dev_tools():
     assert copied["pyproject.toml"].rstrip("/") in package, "the package, from the copied project"
     assert not any("[" in w for w in install), "no extras: `[dev]` would bring pytest, ruff, moto"
     assert "-e" not in install and "--editable" not in install
-    # ...and only what run pods need besides: dagster-k8s (to load the instance's K8sRunLauncher), at the lock's pin.
+    # ...and only what the daemon and run pods need besides: dagster-k8s (the instance's K8sRunLauncher), at the lock's
+    # pin.
     extras = [w for w in package if w != copied["pyproject.toml"].rstrip("/")]
     assert extras == ["dagster-k8s"]
     assert LOCK["dagster-k8s"] == LOCK["dagster-postgres"], "the same Dagster release"
     # The DuckDB extension comes from pip with the package, not downloaded at run time.
     assert any(d.startswith("duckdb-extension-httpfs") for d in PYPROJECT["project"]["dependencies"])
+
+
+def test_the_image_holds_what_the_webserver_and_the_daemon_run():
+    """The chart runs its webserver and daemon on this image (values.yaml): their commands, and every class the
+    instance makes them load, come with what the image installs."""
+    installed = installed_by_the_image()
+    scripts = {script.name: script.dist.name for script in entry_points(group="console_scripts") if script.dist}
+    # `dagster-webserver -h 0.0.0.0 -p <port> -w ...` and `dagster-daemon run -w ...`, as the chart runs them.
+    for command in ("dagster-webserver", "dagster-daemon"):
+        assert distribution(scripts[command]) in installed, command
+    instance = production_instance()
+    assert set(instance["storage"]) == {"postgres"}, "dagster-postgres's storage"
+    modules = ["dagster_postgres", instance["run_launcher"]["module"], instance["run_coordinator"]["module"]]
+    owners = packages_distributions()
+    for module in modules:
+        assert {distribution(owner) for owner in owners[module.split(".")[0]]} & installed, module

@@ -9,13 +9,15 @@ ships with the chart, not with any Python package, and no chart can be fetched. 
   compared with deploy/production/dagster.yaml;
 - the Job a run gets in that deployment, built by K8sRunLauncher's own code with the code location's container
   context as the chart passes it;
-- the user deployment by the chart's rules that Dagster's schemas cannot see (names, args, what is left unset).
+- the user deployment by the chart's rules that Dagster's schemas cannot see (names, args, what is left unset), and
+  the webserver and the daemon on its image, which holds the instance's run queue.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from importlib.resources import files
 
 import kubernetes.client as k8s
 import pytest
@@ -41,6 +43,7 @@ from deploy_helpers import (
 )
 
 from nakodo_dagster import tags
+from nakodo_dagster.coordinator import ImportTaggingRunCoordinator
 
 
 def k8s_model(model_class, value):
@@ -88,20 +91,25 @@ def test_the_instance_the_chart_renders_passes_dagsters_schemas(tmp_path, monkey
         assert class_from_code_pointer(entry["module"], entry["class"]) is storage_class
         processed = process_config(storage_class.config_type(), entry["config"])
         assert processed.success, (key, processed.errors)
-    launcher = rendered["run_launcher"]
-    assert class_from_code_pointer(launcher["module"], launcher["class"]) is K8sRunLauncher
-    processed = process_config(K8sRunLauncher.config_type(), launcher["config"])
-    assert processed.success, processed.errors
+    for key, configurable in (("run_launcher", K8sRunLauncher), ("run_coordinator", ImportTaggingRunCoordinator)):
+        entry = rendered[key]
+        assert class_from_code_pointer(entry["module"], entry["class"]) is configurable
+        processed = process_config(configurable.config_type(), entry["config"])
+        assert processed.success, (key, processed.errors)
 
 
 def test_the_chart_renders_the_production_instance():
-    """values.yaml and dagster.yaml are one instance: the same launcher, limits, queue, monitoring and storage."""
+    """values.yaml and dagster.yaml are one instance: the same launcher, limits, queue, monitoring, logs and storage."""
     rendered, production = render_instance(values()), production_instance()
-    for key in ("concurrency", "run_monitoring", "run_retries", "sensors", "telemetry"):
+    same = ("concurrency", "run_coordinator", "run_monitoring", "run_retries", "sensors", "python_logs", "telemetry")
+    for key in same:
         assert rendered[key] == production[key], key
-    assert rendered["run_coordinator"]["class"] == "QueuedRunCoordinator"
-    assert rendered["run_coordinator"]["config"] == production["run_queue"]
     assert rendered["compute_logs"]["class"] == production["compute_logs"]["class"]
+    # The embedded default's queue and log level: the project's queue, which holds a run of places launched by hand or
+    # by a backfill under the import limit, drained as often by as many workers; runs' console logs at INFO.
+    local = yaml.safe_load(files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text(encoding="utf-8"))
+    assert rendered["run_coordinator"] == local["run_coordinator"]
+    assert rendered["python_logs"] == local["python_logs"]
 
     def launcher_config(instance):
         processed = process_config(K8sRunLauncher.config_type(), instance["run_launcher"]["config"])
@@ -126,9 +134,11 @@ def test_imports_are_limited_to_two_at_a_time_by_run_tag_and_by_pool():
     assert concurrency["enabled"]
     assert concurrency["pools"]["defaultLimit"] == 2
     assert {"key": tags.KIND, "value": tags.IMPORT_KIND, "limit": 2} in concurrency["runs"]["tagConcurrencyLimits"]
-    # With `concurrency` on, a limit also given to the run coordinator makes the chart fail to render.
-    queued = values()["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]
-    assert not {"maxConcurrentRuns", "tagConcurrencyLimits"} & set(queued)
+    # With `concurrency` on, a limit also given to the run coordinator makes Dagster refuse the instance.
+    coordinator = values()["dagsterDaemon"]["runCoordinator"]
+    assert coordinator["type"] == "CustomRunCoordinator"
+    custom = coordinator["config"]["customRunCoordinator"]["config"]
+    assert not {"max_concurrent_runs", "tag_concurrency_limits"} & set(custom)
 
 
 @pytest.fixture
@@ -187,6 +197,20 @@ def test_the_user_deployment_serves_the_code_location():
     chart = values()
     assert chart["dagster-user-deployments"]["enabled"] and chart["dagster-user-deployments"]["enableSubchart"]
     assert chart["runLauncher"]["type"] == "K8sRunLauncher"
+
+
+def test_the_webserver_and_the_daemon_run_the_code_servers_image():
+    """The run queue is the project's class and runs where a run is submitted: the webserver (a launch from the UI)
+    and the daemon (the sensors' runs) must import it, so they run the image that holds the package."""
+    chart, deployment = values(), user_deployment()
+    assert chart["dagsterWebserver"]["image"] == chart["dagsterDaemon"]["image"] == deployment["image"]
+    assert render_instance(chart)["run_coordinator"]["module"] == ImportTaggingRunCoordinator.__module__
+    # The chart runs `dagster-webserver -p <service.port>`; the image's user is not root, so the port must be one it
+    # may bind, and the readiness probe must ask that port.
+    webserver = chart["dagsterWebserver"]
+    assert 1024 <= webserver["service"]["port"] <= 65535
+    assert webserver["readinessProbe"]["httpGet"]["port"] == webserver["service"]["port"]
+    assert deployment["podSecurityContext"]["runAsUser"] != 0
 
 
 def test_dagsters_storage_is_an_external_postgres_with_a_secret_made_by_hand():

@@ -26,6 +26,7 @@ from deploy_helpers import (
 )
 
 from nakodo_dagster import tags
+from nakodo_dagster.coordinator import ImportTaggingRunCoordinator
 from nakodo_dagster.resources import configured_resources
 from nakodo_dagster.settings import DEFAULTS
 
@@ -58,7 +59,7 @@ def test_the_production_instance_passes_dagsters_instance_schema(tmp_path):
     # run limits in `concurrency`, none of them also in `run_queue`).
     config, custom_class = dagster_instance_config(str(tmp_path))
     assert custom_class is None
-    assert set(config) >= {"storage", "run_launcher", "concurrency", "run_queue", "run_monitoring", "telemetry"}
+    assert set(config) >= {"storage", "run_launcher", "run_coordinator", "concurrency", "run_monitoring", "telemetry"}
     assert config["telemetry"] == {"enabled": False}
 
 
@@ -93,7 +94,8 @@ def test_the_run_launcher_is_dagster_k8s_with_a_valid_config():
 
 
 def test_the_production_instance_keeps_the_local_limits():
-    """Two imports at a time, the queue drained every second by two workers, dead runs failed: as locally."""
+    """Two imports at a time, by hand or not, the queue drained every second by two workers, dead runs failed, runs'
+    console logs at INFO: as locally."""
     # The embedded default's instance, shipped in the package (`nakodo sync` and `make run` use it).
     local = yaml.safe_load(files("nakodo_dagster").joinpath("data", "dagster.yaml").read_text(encoding="utf-8"))
     production = production_instance()
@@ -108,11 +110,13 @@ def test_the_production_instance_keeps_the_local_limits():
             "value": tags.IMPORT_KIND,
             "limit": 2,
         } in config.run_queue_config.tag_concurrency_limits
+        # The project's queue, which tags a run of places launched by hand or by a backfill as an import.
         for instance in (prod, dev):
-            assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+            assert type(instance.run_coordinator) is ImportTaggingRunCoordinator
         assert config == dev.get_concurrency_config()
         for attribute in ("dequeue_interval_seconds", "dequeue_use_threads", "dequeue_num_workers"):
             assert getattr(prod.run_coordinator, attribute) == getattr(dev.run_coordinator, attribute), attribute
+        assert prod.python_log_level == dev.python_log_level == "INFO"
         assert prod.run_monitoring_enabled and dev.run_monitoring_enabled
         assert prod.run_monitoring_max_resume_run_attempts == 0, "a dead import is failed, not resumed"
         assert not prod.telemetry_enabled

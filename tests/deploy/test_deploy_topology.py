@@ -1,13 +1,15 @@
 """The production topology on this machine: a code server (the image's own command), the webserver and the daemon
 as three processes, Dagster's storage and the project's store in PostgreSQL, the instance read from
 deploy/production/dagster.yaml. One campaign, added with the CLI, is imported two runs at a time, searched, and read
-back with the CLI; the UI answers over GraphQL throughout.
+back with the CLI; the UI answers over GraphQL throughout, and a run of places launched from it by hand is queued as
+an import.
 
 Kubernetes is not here, so the one change to the production instance is its run launcher: Dagster's default one,
 which asks the code server to start each run as a process of its own (in production, K8sRunLauncher asks the
 cluster for a Job per run; tests/deploy/test_deploy_instance.py and test_deploy_helm_values.py check those Jobs).
 As in production, only the code server (and so the runs it starts) is given the NAKODO_* variables; the webserver
-and the daemon know Dagster's storage alone.
+and the daemon know Dagster's storage alone, and import the project's code only for the instance's run queue
+(nakodo_dagster/coordinator.py), which runs in whichever of them submits a run.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import yaml
 from deploy_helpers import instructions, production_instance
 
 from nakodo_dagster import tags
+from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.store import open_store
 
@@ -47,6 +50,8 @@ CENTRE, RADIUS_KM, CATEGORIES = (53.8008, -1.5491), 50, ("cafe", "pub")
 # Sensors tick every 30 s: the campaign is imported at the first tick, searched at the first tick after its places
 # land (about a minute in all here, twice that on a loaded machine).
 DEADLINE_SECONDS = 160
+# One more import run, queued, started and run as the campaign's were.
+BY_HAND_SECONDS = 60
 
 
 def free_port() -> int:
@@ -197,6 +202,26 @@ query Runs($filter: RunsFilter) {
     __typename
     ... on Runs { results { runId jobName status startTime endTime } }
     ... on PythonError { message }
+  }
+}"""
+
+
+# The UI's Materialize of one partition: a run of the asset job, the partition in its tags.
+LAUNCH = """
+mutation Launch($executionParams: ExecutionParams!) {
+  launchRun(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+
+RUN = """
+query Run($runId: ID!) {
+  runOrError(runId: $runId) {
+    __typename
+    ... on Run { status tags { key value } }
   }
 }"""
 
@@ -354,5 +379,35 @@ def test_the_production_topology_imports_a_campaign_two_runs_at_a_time(database,
         assert {row["category"] for row in rows} <= set(CATEGORIES)
         distances = [float(row["distance_km"]) for row in rows]
         assert distances == sorted(distances) and distances[-1] <= RADIUS_KM
+
+        # A pair imported again by hand from the UI: the webserver submits it through the instance's run queue, which
+        # tags it as an import, so the import limit holds it like the sensor's runs; the daemon then starts it.
+        [asset_job] = [job["name"] for job in repo["jobs"] if job["name"].startswith("__ASSET_JOB")]
+        partition = str(places_partition(min(areas), CATEGORIES[0]))
+        selector = {
+            "repositoryLocationName": LOCATION,
+            "repositoryName": repo["name"],
+            "pipelineName": asset_job,
+            "assetSelection": [{"path": ["places"]}],
+        }
+        params = {
+            "selector": selector,
+            "runConfigData": {},
+            "mode": "default",
+            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+        }
+        launched = topology.graphql(LAUNCH, {"executionParams": params})["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["run"]["runId"]
+        by_hand = topology.graphql(RUN, {"runId": run_id})["runOrError"]
+        assert {"key": tags.KIND, "value": tags.IMPORT_KIND} in by_hand["tags"], by_hand
+
+        def by_hand_done() -> bool:
+            status = topology.graphql(RUN, {"runId": run_id})["runOrError"]["status"]
+            if status in ("FAILURE", "CANCELED"):
+                pytest.fail(f"the run launched by hand ended {status}\n{topology.logs()}")
+            return status == "SUCCESS"
+
+        wait_for(topology, "the run launched by hand", by_hand_done, time.monotonic() + BY_HAND_SECONDS)
     finally:
         topology.stop()
