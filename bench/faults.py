@@ -2,9 +2,14 @@
 monitoring, run retries and slot freeing), a DuckDB store, a sample release and campaigns over it; while imports
 run, faults of the machinery on a seeded schedule, each several times: the daemon's whole process group killed
 with SIGKILL and started again, a run's worker killed mid-import, an import cancelled while queued and while
-running, a campaign paused and resumed while its imports run. At the end, from the store and the instance, not
-from logs: every pair an active campaign needs is loaded, none marked failed, no mark waits without a run, no pair
-was imported by two runs at once, at most two import runs ran at once, no pool slot is held by a run that ended.
+running, a campaign paused and resumed while its imports run.
+
+At the end, from the store and the instance, not from logs: every pair an active campaign needs is loaded, none
+marked failed, no mark waits without a run, no pair was imported by two runs at once, at most two import runs ran
+at once, no pool slot is held by a run that ended; the store's kept coverage counts equal a full recount; each
+active campaign holds exactly the businesses an independent reading of the release files gives (none twice, none
+missing, none extra); every failed import run says why in one plain line. ``invariants_broken`` lists, in words,
+each that does not hold.
 
 ``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--release-root PATH]`` prints the figures as
 JSON; the same seed replays the same schedule of faults (the moments the runs meet them depend on the machine).
@@ -18,6 +23,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -34,12 +40,16 @@ import yaml
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 
 from bench.daemon import PROJECT, running_daemon
+from bench.independent import campaign_businesses, expected_rows
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL
 from nakodo_dagster.jobs.import_places import import_payload
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
 from nakodo_dagster.overture.sample import CITIES, write_sample_release
 from nakodo_dagster.placement import REQUESTED, Cutoffs, PointLocation, Targeting, areas_for
+from nakodo_dagster.placement import import_runs as runs_for_pairs
 from nakodo_dagster.store import Store, open_store
+from nakodo_dagster.store.models import PAIR_STATES
 
 KINDS = ("daemon_killed", "worker_killed", "cancelled_queued", "cancelled_running", "campaign_paused")
 CATEGORIES = ("bakery", "cafe", "restaurant")
@@ -47,6 +57,7 @@ RADII_KM = (2, 5, 10)
 # Campaigns within this of one of the sample release's cities, where its places are.
 OFFSET_DEGREES = 0.3
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+FAILED = dg.DagsterRunStatus.FAILURE
 UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -59,6 +70,15 @@ UNFINISHED = [
 STUCK_SECONDS = 300
 # A campaign paused this long while its imports run, then resumed.
 PAUSE_SECONDS = 20
+# Import runs at once: the project's dagster.yaml limits runs tagged nakodo/kind=import to two.
+IMPORT_SLOTS = 2
+# A headline longer than this is a dump, not a line to read.
+HEADLINE_CHARACTERS = 300
+# A traceback, or an exception's dotted class name and its message: what a failure says when nobody explained it.
+_TECHNICAL = re.compile(r"Traceback|[\w.]*\.\w*(Error|Exception)\b|\w+(Error|Exception):")
+# After the last pair landed: the search sensor's next look (30 s), a pair visible once COMMIT_OVERLAP (1 minute)
+# older than the search before, and the search run.
+SEARCH_CATCH_UP_SECONDS = 240
 
 
 @dataclass
@@ -121,11 +141,88 @@ def needed_pairs(store: Store) -> set[tuple[str, str]]:
     }
 
 
-def pair_states(store: Store, pairs: set[tuple[str, str]]) -> Counter:
-    """How many of these pairs are fresh, coming, failed or missing, as every policy reads them."""
-    cutoffs = Cutoffs.at(datetime.now(UTC))
+def pair_states(store: Store, pairs: set[tuple[str, str]], now: datetime | None = None) -> Counter:
+    """How many of these pairs are fresh, coming, failed or missing at ``now`` (default: now), as every policy
+    reads them."""
+    cutoffs = Cutoffs.at(now or datetime.now(UTC))
     rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
     return Counter(cutoffs.row_state(rows[pair]) if pair in rows else "missing" for pair in pairs)
+
+
+def coverage_against_recount(store: Store) -> dict[str, dict[str, int]]:
+    """The store's kept coverage counts (moved pair by pair as they change) beside a full recount from the active
+    campaigns' targeting and place_imports, at the same moment."""
+    now = datetime.now(UTC)
+    recounted = pair_states(store, needed_pairs(store), now)
+    return {
+        "kept": store.coverage(now, 0).counts,
+        "recounted": {state: recounted[state] for state in PAIR_STATES},
+    }
+
+
+def campaign_mismatches(store: Store, release_root: Path) -> Counter:
+    """Every active campaign's businesses against an independent reading of the release files under
+    ``release_root`` (bench.independent: pyarrow and WGS84 geodesics): the places, in the release each pair was
+    imported from, of the pairs its targeting needs that are fresh, within its circles. Counts the campaigns and
+    businesses checked, businesses held twice, missing, and held but not expected, and the campaigns with any."""
+    cutoffs = Cutoffs.at(datetime.now(UTC))
+    needed = needed_pairs(store)
+    fresh = [
+        row
+        for row in store.import_rows({a for a, _ in needed}, {c for _, c in needed})
+        if (row.area, row.category) in needed and cutoffs.row_state(row) == "fresh"
+    ]
+    # Read once per block for every campaign: the campaigns of a soak share most of their blocks.
+    places: dict[tuple[str, str], list] = {}
+    for release in {row.release for row in fresh}:
+        categories: dict[str, list[str]] = {}
+        for row in fresh:
+            if row.release == release:
+                categories.setdefault(row.area, []).append(row.category)
+        for run in runs_for_pairs(categories, {}):
+            for place in expected_rows(release_root, release, run):
+                places.setdefault((place[10], place[2]), []).append(place)
+    found = Counter()
+    for campaign in store.campaigns(active_only=True):
+        targeting = campaign.targeting
+        rows = [place for a in areas_for(targeting) for c in targeting.categories for place in places.get((a, c), [])]
+        inside, edge = campaign_businesses(rows, targeting)
+        held = [business["id"] for business in store.campaign_results(campaign.id)]
+        wrong = {
+            "businesses_held_twice": len(held) - len(set(held)),
+            "businesses_missing": len(inside - set(held)),
+            "businesses_not_expected": len(set(held) - inside - edge),
+        }
+        found.update({"campaigns": 1, "businesses": len(held), **wrong})
+        found["campaigns_mismatched"] += any(wrong.values())
+    return found
+
+
+def failure_headline(instance: dg.DagsterInstance, run_id: str) -> str:
+    """Why a failed run failed, in the one line the project keeps with its pairs: its failed step's own words (a
+    dg.Failure's description, as places.failure_headline), else that step's error, else its run failure's
+    (run monitoring's words for a worker that died, as the failure sensor keeps them); empty if none says."""
+    steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    texts = [
+        *(
+            (failure.user_failure_data.description if failure.user_failure_data else None) or failure.error.message
+            for failure in (record.event_log_entry.dagster_event.step_failure_data for record in steps)
+        ),
+        *(record.event_log_entry.dagster_event.message for record in runs),
+    ]
+    return next((text.strip().splitlines()[0] for text in texts if text and text.strip()), "")
+
+
+def is_plain(headline: str) -> bool:
+    """Whether a failure's headline is a sentence a user can act on: not empty, short, not a traceback nor an
+    exception's bare repr (``psycopg2.OperationalError: ...``)."""
+    return bool(headline) and len(headline) <= HEADLINE_CHARACTERS and not _TECHNICAL.match(headline)
+
+
+def failed_run_headlines(instance: dg.DagsterInstance) -> dict[str, str]:
+    """Each failed import run's headline (``failure_headline``), by run id."""
+    return {run.run_id: failure_headline(instance, run.run_id) for run in import_runs(instance, [FAILED])}
 
 
 class Fleet:
@@ -275,6 +372,45 @@ def _orphan_marks(instance: dg.DagsterInstance, store: Store, pairs: set[tuple[s
     return orphans
 
 
+def searches_caught_up(instance: dg.DagsterInstance, store: Store) -> bool:
+    """Whether every active campaign's last search read the newest places of its pairs, with no search run on its
+    way: what the campaigns hold is then what the fleet gives them."""
+    if instance.get_runs_count(dg.RunsFilter(job_name=search_campaigns_job.name, statuses=UNFINISHED)):
+        return False
+    return all(
+        progress.arrived_at is None
+        or (progress.searched_landed is not None and progress.searched_landed >= progress.arrived_at)
+        for progress in store.search_progress(datetime.now(UTC))
+    )
+
+
+def broken_invariants(results: dict) -> list[str]:
+    """Each invariant the soak's figures break, in words; empty when every one holds."""
+    coverage, businesses = results["coverage_counts"], results["campaign_businesses"]
+    unplain = [headline for headline in results["failed_import_runs"].values() if not is_plain(headline)]
+    checks = [
+        (results["pairs_lost"], "needed pairs not loaded"),
+        (results["pairs_marked_failed"], "needed pairs marked failed for a fault a retry could fix"),
+        (results["orphan_marks"], "marks waited on without a run"),
+        (results["pairs_imported_by_two_runs_at_once"], "pairs imported by two runs at once"),
+        (max(0, results["max_import_runs_at_once"] - IMPORT_SLOTS), f"import runs beyond {IMPORT_SLOTS} at once"),
+        (results["slots_held_by_ended_runs"], "pool slots held by runs that ended"),
+        (
+            sum(coverage["kept"][state] != coverage["recounted"][state] for state in PAIR_STATES),
+            f"states whose kept coverage count is not the full recount's ({coverage})",
+        ),
+        (businesses["businesses_held_twice"], "businesses held twice by a campaign"),
+        (businesses["businesses_missing"], "businesses missing from a campaign"),
+        (businesses["businesses_not_expected"], "businesses a campaign holds and should not"),
+        (len(unplain), f"failed import runs without a plain one-line headline: {unplain[:3]}"),
+        (
+            sum(results["faults_injected"].values()) - sum(results["faults_survived"].values()),
+            "faults the fleet did not come back from",
+        ),
+    ]
+    return [f"{count} {what}" for count, what in checks if count]
+
+
 def _first_business_waits(store: Store) -> list[float]:
     """For each campaign with businesses, seconds from its creation to its first business."""
     rows = store._transact(
@@ -337,6 +473,14 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
                 fleet,
             )
             landed = time.monotonic()
+            # A search that never catches up is what the check of the campaigns' businesses reports.
+            with contextlib.suppress(RuntimeError):
+                _wait(
+                    "every campaign searched since its pairs landed",
+                    SEARCH_CATCH_UP_SECONDS,
+                    lambda: searches_caught_up(instance, store),
+                    fleet,
+                )
             # The slots of a run killed last are freed 75 s after it ended.
             with contextlib.suppress(RuntimeError):
                 _wait("no slot held by a run that ended", 150, lambda: not slots_held_by_ended_runs(instance), fleet)
@@ -368,11 +512,15 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
                     kind: round(max(f.recovered_at - f.at for f in injected if f.kind == kind and f.recovered_at), 1)
                     for kind in {f.kind for f in injected if f.recovered_at}
                 },
+                "coverage_counts": coverage_against_recount(store),
+                "campaign_businesses": dict(campaign_mismatches(store, Path(release_root))),
+                "failed_import_runs": failed_run_headlines(instance),
                 "campaigns_with_businesses": len(waits),
                 "longest_wait_for_first_businesses_seconds": round(max(waits, default=0), 1),
                 "seconds": round(landed - started, 1),
                 "load_average": os.getloadavg()[0],
             }
+            results["invariants_broken"] = broken_invariants(results)
         finally:
             fleet.stop()
     return results
