@@ -1,8 +1,9 @@
 """The fault soak: the real ``dagster-daemon`` with the embedded default's dagster.yaml (its run launcher, run
-monitoring, run retries and slot freeing), a DuckDB store, a sample release and campaigns over it; while imports
-run, faults of the machinery on a seeded schedule, each several times: the daemon's whole process group killed
-with SIGKILL and started again, a run's worker killed mid-import, an import cancelled while queued and while
-running, a campaign paused and resumed while its imports run.
+monitoring, run retries and slot freeing), a store on a PostgreSQL cluster of the soak's own (or a DuckDB file), a
+sample release and campaigns over it; while imports run, faults on a seeded schedule, each several times: the
+daemon's whole process group killed with SIGKILL and started again, a run's worker killed mid-import, an import
+cancelled while queued and while running, a campaign paused and resumed while its imports run, the store's
+PostgreSQL stopped for 5 to 30 s and started again.
 
 At the end, from the store and the instance, not from logs: every pair an active campaign needs is loaded, none
 marked failed, no mark waits without a run, no pair was imported by two runs at once, at most two import runs ran
@@ -11,8 +12,9 @@ active campaign holds exactly the businesses an independent reading of the relea
 missing, none extra); every failed import run says why in one plain line. ``invariants_broken`` lists, in words,
 each that does not hold.
 
-``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--release-root PATH]`` prints the figures as
-JSON; the same seed replays the same schedule of faults (the moments the runs meet them depend on the machine).
+``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--store postgres|duckdb] [--release-root PATH]``
+prints the figures as JSON; the same seed replays the same schedule of faults (the moments the runs meet them
+depend on the machine).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 
 from bench.daemon import PROJECT, running_daemon
 from bench.independent import campaign_businesses, expected_rows
+from bench.throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL
 from nakodo_dagster.jobs.import_places import import_payload
@@ -52,6 +55,11 @@ from nakodo_dagster.store import Store, open_store
 from nakodo_dagster.store.models import PAIR_STATES
 
 KINDS = ("daemon_killed", "worker_killed", "cancelled_queued", "cancelled_running", "campaign_paused")
+# Met only with the store on a PostgreSQL cluster of the soak's own.
+STORE_KINDS = ("postgres_stopped",)
+STORES = ("postgres", "duckdb")
+# How long the store's PostgreSQL stays stopped: a restart by a service manager to a failover.
+STORE_STOPPED_SECONDS = (5, 30)
 CATEGORIES = ("bakery", "cafe", "restaurant")
 RADII_KM = (2, 5, 10)
 # Campaigns within this of one of the sample release's cities, where its places are.
@@ -91,11 +99,14 @@ class Fault:
     campaign_id: int | None = None
     pairs: list[tuple[str, str]] = field(default_factory=list)
     recovered_at: float | None = None
+    # How long the fault lasted, for one that is undone after a while (the store stopped).
+    seconds: float | None = None
 
 
-def daemon_home(folder: Path, release_root: str) -> tuple[Path, dict[str, str]]:
+def daemon_home(folder: Path, release_root: str, database: str | None = None) -> tuple[Path, dict[str, str]]:
     """A workspace of the code location in ``folder`` and the environment a daemon serving it runs with: a fresh
-    DAGSTER_HOME holding the embedded default's dagster.yaml, a DuckDB store and release index beside it."""
+    DAGSTER_HOME holding the embedded default's dagster.yaml, the store ``database`` (default: a DuckDB file beside
+    it) and a release index beside it."""
     home = folder / "dagster_home"
     home.mkdir()
     shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
@@ -105,7 +116,7 @@ def daemon_home(folder: Path, release_root: str) -> tuple[Path, dict[str, str]]:
     environ = {
         **{name: value for name, value in os.environ.items() if not name.startswith(("NAKODO_", "DAGSTER_"))},
         "DAGSTER_HOME": str(home),
-        "NAKODO_DATABASE": str(folder / "store.duckdb"),
+        "NAKODO_DATABASE": database or str(folder / "store.duckdb"),
         "NAKODO_OVERTURE_ROOT": release_root,
         "NAKODO_OVERTURE_RELEASE": "",
         "NAKODO_OVERTURE_INDEX": str(folder / "overture_index"),
@@ -226,10 +237,13 @@ def failed_run_headlines(instance: dg.DagsterInstance) -> dict[str, str]:
 
 
 class Fleet:
-    """The daemon serving the soak, killed and started again on demand."""
+    """The daemon serving the soak, killed and started again on demand, and the PostgreSQL cluster of its store
+    (None for a DuckDB store), stopped and started again on demand."""
 
-    def __init__(self, workspace: Path, environ: dict[str, str], folder: Path) -> None:
-        self.workspace, self.environ, self.folder = workspace, environ, folder
+    def __init__(
+        self, workspace: Path, environ: dict[str, str], folder: Path, postgres: ThrowawayPostgres | None = None
+    ) -> None:
+        self.workspace, self.environ, self.folder, self.postgres = workspace, environ, folder, postgres
         self.starts = 0
         self._stack = contextlib.ExitStack()
         self.daemon: subprocess.Popen | None = None
@@ -246,6 +260,16 @@ class Fleet:
         os.killpg(self.daemon.pid, signal.SIGKILL)
         self.daemon.wait()
         self._stack.close()
+
+    def stop_store(self, seconds: float) -> None:
+        """The store's PostgreSQL stopped at once (every connection cut, nothing answering) for ``seconds``, then
+        started again, as a crashed server is by its service manager."""
+        assert self.postgres is not None
+        self.postgres.halt()
+        try:
+            time.sleep(seconds)
+        finally:
+            self.postgres.start()
 
     def stop(self) -> None:
         self._stack.close()
@@ -288,16 +312,20 @@ def _landed_at(store: Store, pairs: list[tuple[str, str]], since: float) -> floa
 
 def _inject(kind: str, instance: dg.DagsterInstance, store: Store, fleet: Fleet, rng: random.Random) -> Fault | None:
     """One fault of ``kind``, or None when there was nothing for it to hit (no run queued, none running)."""
-    if kind == "daemon_killed":
+    if kind in ("daemon_killed", "postgres_stopped"):
         # Once imports are running, as in the issue: a restart that hits nothing in flight proves little.
         with contextlib.suppress(RuntimeError):
             _wait("an import run started", 30, lambda: import_runs(instance, [dg.DagsterRunStatus.STARTED]), fleet)
         in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
-        killed_at = time.time()
+        at = time.time()
+        if kind == "postgres_stopped":
+            seconds = round(rng.uniform(*STORE_STOPPED_SECONDS), 1)
+            fleet.stop_store(seconds)
+            return Fault(kind, at, pairs=in_flight, seconds=seconds)
         fleet.kill()
         # Started again at once, as Kubernetes or a service manager does.
         fleet.start()
-        return Fault(kind, killed_at, pairs=in_flight)
+        return Fault(kind, at, pairs=in_flight)
     if kind == "campaign_paused":
         campaign = rng.choice(store.campaigns(active_only=True))
         store.set_campaign_status(campaign.id, "paused")
@@ -422,18 +450,22 @@ def _first_business_waits(store: Store) -> list[float]:
     return [(first - created).total_seconds() for created, first in rows]
 
 
-def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path) -> dict:
-    """Run the soak in ``folder`` and return its figures and invariants."""
+def soak(
+    release_root: str, seed: int, campaigns: int, faults: int, folder: Path, postgres: ThrowawayPostgres | None
+) -> dict:
+    """Run the soak in ``folder``, its store on ``postgres`` (a DuckDB file in ``folder`` if None), and return its
+    figures and invariants."""
     rng = random.Random(seed)
-    workspace, environ = daemon_home(folder, release_root)
+    workspace, environ = daemon_home(folder, release_root, postgres.url if postgres else None)
     store = open_store(environ["NAKODO_DATABASE"])
     store.migrate()
     targetings = _campaigns(rng, campaigns)
     # Each kind in turn, in a seeded order, so that every kind is met several times in a long soak.
-    kinds = [KINDS[number % len(KINDS)] for number in range(faults)]
+    met = KINDS + (STORE_KINDS if postgres else ())
+    kinds = [met[number % len(met)] for number in range(faults)]
     rng.shuffle(kinds)
     schedule = [(rng.uniform(2, 15), kind) for kind in kinds]
-    fleet = Fleet(workspace, environ, folder)
+    fleet = Fleet(workspace, environ, folder, postgres)
     injected: list[Fault] = []
     with dg.DagsterInstance.from_config(str(environ["DAGSTER_HOME"])) as instance:
         # The instance's storage is made before the daemon and its code server start (see bench.daemon).
@@ -493,6 +525,7 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
             runs = import_runs(instance)
             results = {
                 "seed": seed,
+                "store": "postgres" if postgres else "duckdb",
                 "campaigns": campaigns,
                 "pairs_needed": len(needed),
                 "pairs_fresh": states["fresh"],
@@ -508,6 +541,7 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
                 "slots_held_by_ended_runs": len(slots_held_by_ended_runs(instance)),
                 "faults_injected": dict(Counter(f.kind for f in injected)),
                 "faults_survived": dict(Counter(f.kind for f in injected if f.recovered_at is not None)),
+                "store_stopped_seconds": [f.seconds for f in injected if f.kind == "postgres_stopped"],
                 "seconds_to_recover_max": {
                     kind: round(max(f.recovered_at - f.at for f in injected if f.kind == kind and f.recovered_at), 1)
                     for kind in {f.kind for f in injected if f.recovered_at}
@@ -536,10 +570,27 @@ def _release(root: str | None) -> Iterator[str]:
         yield folder
 
 
-def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int) -> dict:
-    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given)."""
-    with _release(release_root) as root, tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder:
-        return soak(root, seed, campaigns, faults, Path(folder))
+@contextlib.contextmanager
+def _store_server(store: str) -> Iterator[ThrowawayPostgres | None]:
+    if store == "duckdb":
+        yield None
+        return
+    server = start_throwaway_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int, store: str = "postgres") -> dict:
+    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given), its store
+    on a PostgreSQL cluster of its own (``store`` postgres) or in a DuckDB file (duckdb)."""
+    with (
+        _release(release_root) as root,
+        tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder,
+        _store_server(store) as postgres,
+    ):
+        return soak(root, seed, campaigns, faults, Path(folder), postgres)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -548,8 +599,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--campaigns", type=int, default=40, help="campaigns over the sample release (default 40)")
     parser.add_argument("--faults", type=int, default=12, help="faults to inject (default 12)")
     parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
+    parser.add_argument(
+        "--store",
+        choices=STORES,
+        default=STORES[0],
+        help="the store: a PostgreSQL cluster the soak starts on a free port and stops for a while as a fault "
+        "(default), or a DuckDB file",
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults), indent=2))
+    print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults, args.store), indent=2))
 
 
 if __name__ == "__main__":
