@@ -1,13 +1,20 @@
 """The fault soak: the real ``dagster-daemon`` with the embedded default's dagster.yaml (its run launcher, run
-monitoring, run retries and slot freeing), a DuckDB store, a sample release and campaigns over it; while imports
-run, faults of the machinery on a seeded schedule, each several times: the daemon's whole process group killed
-with SIGKILL and started again, a run's worker killed mid-import, an import cancelled while queued and while
-running, a campaign paused and resumed while its imports run. At the end, from the store and the instance, not
-from logs: every pair an active campaign needs is loaded, none marked failed, no mark waits without a run, no pair
-was imported by two runs at once, at most two import runs ran at once, no pool slot is held by a run that ended.
+monitoring, run retries and slot freeing), a store on a PostgreSQL cluster of the soak's own (or a DuckDB file), a
+sample release and campaigns over it; while imports run, faults on a seeded schedule, each several times: the
+daemon's whole process group killed with SIGKILL and started again, a run's worker killed mid-import, an import
+cancelled while queued and while running, a campaign paused and resumed while its imports run, the store's
+PostgreSQL stopped for 5 to 30 s and started again.
 
-``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--release-root PATH]`` prints the figures as
-JSON; the same seed replays the same schedule of faults (the moments the runs meet them depend on the machine).
+At the end, from the store and the instance, not from logs: every pair an active campaign needs is loaded, none
+marked failed, no mark waits without a run, no pair was imported by two runs at once, at most two import runs ran
+at once, no pool slot is held by a run that ended; the store's kept coverage counts equal a full recount; each
+active campaign holds exactly the businesses an independent reading of the release files gives (none twice, none
+missing, none extra); every failed import run says why in one plain line. ``invariants_broken`` lists, in words,
+each that does not hold.
+
+``python -m bench.faults [--seed N] [--campaigns N] [--faults N] [--store postgres|duckdb] [--release-root PATH]``
+prints the figures as JSON; the same seed replays the same schedule of faults (the moments the runs meet them
+depend on the machine).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -34,19 +42,30 @@ import yaml
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 
 from bench.daemon import PROJECT, running_daemon
+from bench.independent import campaign_businesses, expected_rows
+from bench.throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL
 from nakodo_dagster.jobs.import_places import import_payload
+from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
 from nakodo_dagster.overture.sample import CITIES, write_sample_release
 from nakodo_dagster.placement import REQUESTED, Cutoffs, PointLocation, Targeting, areas_for
+from nakodo_dagster.placement import import_runs as runs_for_pairs
 from nakodo_dagster.store import Store, open_store
+from nakodo_dagster.store.models import PAIR_STATES
 
 KINDS = ("daemon_killed", "worker_killed", "cancelled_queued", "cancelled_running", "campaign_paused")
+# Met only with the store on a PostgreSQL cluster of the soak's own.
+STORE_KINDS = ("postgres_stopped",)
+STORES = ("postgres", "duckdb")
+# How long the store's PostgreSQL stays stopped: a restart by a service manager to a failover.
+STORE_STOPPED_SECONDS = (5, 30)
 CATEGORIES = ("bakery", "cafe", "restaurant")
 RADII_KM = (2, 5, 10)
 # Campaigns within this of one of the sample release's cities, where its places are.
 OFFSET_DEGREES = 0.3
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+FAILED = dg.DagsterRunStatus.FAILURE
 UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -59,6 +78,15 @@ UNFINISHED = [
 STUCK_SECONDS = 300
 # A campaign paused this long while its imports run, then resumed.
 PAUSE_SECONDS = 20
+# Import runs at once: the project's dagster.yaml limits runs tagged nakodo/kind=import to two.
+IMPORT_SLOTS = 2
+# A headline longer than this is a dump, not a line to read.
+HEADLINE_CHARACTERS = 300
+# A traceback, or an exception's dotted class name and its message: what a failure says when nobody explained it.
+_TECHNICAL = re.compile(r"Traceback|[\w.]*\.\w*(Error|Exception)\b|\w+(Error|Exception):")
+# After the last pair landed: the search sensor's next look (30 s), a pair visible once COMMIT_OVERLAP (1 minute)
+# older than the search before, and the search run.
+SEARCH_CATCH_UP_SECONDS = 240
 
 
 @dataclass
@@ -71,11 +99,14 @@ class Fault:
     campaign_id: int | None = None
     pairs: list[tuple[str, str]] = field(default_factory=list)
     recovered_at: float | None = None
+    # How long the fault lasted, for one that is undone after a while (the store stopped).
+    seconds: float | None = None
 
 
-def daemon_home(folder: Path, release_root: str) -> tuple[Path, dict[str, str]]:
+def daemon_home(folder: Path, release_root: str, database: str | None = None) -> tuple[Path, dict[str, str]]:
     """A workspace of the code location in ``folder`` and the environment a daemon serving it runs with: a fresh
-    DAGSTER_HOME holding the embedded default's dagster.yaml, a DuckDB store and release index beside it."""
+    DAGSTER_HOME holding the embedded default's dagster.yaml, the store ``database`` (default: a DuckDB file beside
+    it) and a release index beside it."""
     home = folder / "dagster_home"
     home.mkdir()
     shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
@@ -85,7 +116,7 @@ def daemon_home(folder: Path, release_root: str) -> tuple[Path, dict[str, str]]:
     environ = {
         **{name: value for name, value in os.environ.items() if not name.startswith(("NAKODO_", "DAGSTER_"))},
         "DAGSTER_HOME": str(home),
-        "NAKODO_DATABASE": str(folder / "store.duckdb"),
+        "NAKODO_DATABASE": database or str(folder / "store.duckdb"),
         "NAKODO_OVERTURE_ROOT": release_root,
         "NAKODO_OVERTURE_RELEASE": "",
         "NAKODO_OVERTURE_INDEX": str(folder / "overture_index"),
@@ -121,18 +152,98 @@ def needed_pairs(store: Store) -> set[tuple[str, str]]:
     }
 
 
-def pair_states(store: Store, pairs: set[tuple[str, str]]) -> Counter:
-    """How many of these pairs are fresh, coming, failed or missing, as every policy reads them."""
-    cutoffs = Cutoffs.at(datetime.now(UTC))
+def pair_states(store: Store, pairs: set[tuple[str, str]], now: datetime | None = None) -> Counter:
+    """How many of these pairs are fresh, coming, failed or missing at ``now`` (default: now), as every policy
+    reads them."""
+    cutoffs = Cutoffs.at(now or datetime.now(UTC))
     rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
     return Counter(cutoffs.row_state(rows[pair]) if pair in rows else "missing" for pair in pairs)
 
 
-class Fleet:
-    """The daemon serving the soak, killed and started again on demand."""
+def coverage_against_recount(store: Store) -> dict[str, dict[str, int]]:
+    """The store's kept coverage counts (moved pair by pair as they change) beside a full recount from the active
+    campaigns' targeting and place_imports, at the same moment."""
+    now = datetime.now(UTC)
+    recounted = pair_states(store, needed_pairs(store), now)
+    return {
+        "kept": store.coverage(now, 0).counts,
+        "recounted": {state: recounted[state] for state in PAIR_STATES},
+    }
 
-    def __init__(self, workspace: Path, environ: dict[str, str], folder: Path) -> None:
-        self.workspace, self.environ, self.folder = workspace, environ, folder
+
+def campaign_mismatches(store: Store, release_root: Path) -> Counter:
+    """Every active campaign's businesses against an independent reading of the release files under
+    ``release_root`` (bench.independent: pyarrow and WGS84 geodesics): the places, in the release each pair was
+    imported from, of the pairs its targeting needs that are fresh, within its circles. Counts the campaigns and
+    businesses checked, businesses held twice, missing, and held but not expected, and the campaigns with any."""
+    cutoffs = Cutoffs.at(datetime.now(UTC))
+    needed = needed_pairs(store)
+    fresh = [
+        row
+        for row in store.import_rows({a for a, _ in needed}, {c for _, c in needed})
+        if (row.area, row.category) in needed and cutoffs.row_state(row) == "fresh"
+    ]
+    # Read once per block for every campaign: the campaigns of a soak share most of their blocks.
+    places: dict[tuple[str, str], list] = {}
+    for release in {row.release for row in fresh}:
+        categories: dict[str, list[str]] = {}
+        for row in fresh:
+            if row.release == release:
+                categories.setdefault(row.area, []).append(row.category)
+        for run in runs_for_pairs(categories, {}):
+            for place in expected_rows(release_root, release, run):
+                places.setdefault((place[10], place[2]), []).append(place)
+    found = Counter()
+    for campaign in store.campaigns(active_only=True):
+        targeting = campaign.targeting
+        rows = [place for a in areas_for(targeting) for c in targeting.categories for place in places.get((a, c), [])]
+        inside, edge = campaign_businesses(rows, targeting)
+        held = [business["id"] for business in store.campaign_results(campaign.id)]
+        wrong = {
+            "businesses_held_twice": len(held) - len(set(held)),
+            "businesses_missing": len(inside - set(held)),
+            "businesses_not_expected": len(set(held) - inside - edge),
+        }
+        found.update({"campaigns": 1, "businesses": len(held), **wrong})
+        found["campaigns_mismatched"] += any(wrong.values())
+    return found
+
+
+def failure_headline(instance: dg.DagsterInstance, run_id: str) -> str:
+    """Why a failed run failed, in the one line the project keeps with its pairs: its failed step's own words (a
+    dg.Failure's description, as places.failure_headline), else that step's error, else its run failure's
+    (run monitoring's words for a worker that died, as the failure sensor keeps them); empty if none says."""
+    steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    texts = [
+        *(
+            (failure.user_failure_data.description if failure.user_failure_data else None) or failure.error.message
+            for failure in (record.event_log_entry.dagster_event.step_failure_data for record in steps)
+        ),
+        *(record.event_log_entry.dagster_event.message for record in runs),
+    ]
+    return next((text.strip().splitlines()[0] for text in texts if text and text.strip()), "")
+
+
+def is_plain(headline: str) -> bool:
+    """Whether a failure's headline is a sentence a user can act on: not empty, short, not a traceback nor an
+    exception's bare repr (``psycopg2.OperationalError: ...``)."""
+    return bool(headline) and len(headline) <= HEADLINE_CHARACTERS and not _TECHNICAL.match(headline)
+
+
+def failed_run_headlines(instance: dg.DagsterInstance) -> dict[str, str]:
+    """Each failed import run's headline (``failure_headline``), by run id."""
+    return {run.run_id: failure_headline(instance, run.run_id) for run in import_runs(instance, [FAILED])}
+
+
+class Fleet:
+    """The daemon serving the soak, killed and started again on demand, and the PostgreSQL cluster of its store
+    (None for a DuckDB store), stopped and started again on demand."""
+
+    def __init__(
+        self, workspace: Path, environ: dict[str, str], folder: Path, postgres: ThrowawayPostgres | None = None
+    ) -> None:
+        self.workspace, self.environ, self.folder, self.postgres = workspace, environ, folder, postgres
         self.starts = 0
         self._stack = contextlib.ExitStack()
         self.daemon: subprocess.Popen | None = None
@@ -149,6 +260,16 @@ class Fleet:
         os.killpg(self.daemon.pid, signal.SIGKILL)
         self.daemon.wait()
         self._stack.close()
+
+    def stop_store(self, seconds: float) -> None:
+        """The store's PostgreSQL stopped at once (every connection cut, nothing answering) for ``seconds``, then
+        started again, as a crashed server is by its service manager."""
+        assert self.postgres is not None
+        self.postgres.halt()
+        try:
+            time.sleep(seconds)
+        finally:
+            self.postgres.start()
 
     def stop(self) -> None:
         self._stack.close()
@@ -191,16 +312,20 @@ def _landed_at(store: Store, pairs: list[tuple[str, str]], since: float) -> floa
 
 def _inject(kind: str, instance: dg.DagsterInstance, store: Store, fleet: Fleet, rng: random.Random) -> Fault | None:
     """One fault of ``kind``, or None when there was nothing for it to hit (no run queued, none running)."""
-    if kind == "daemon_killed":
+    if kind in ("daemon_killed", "postgres_stopped"):
         # Once imports are running, as in the issue: a restart that hits nothing in flight proves little.
         with contextlib.suppress(RuntimeError):
             _wait("an import run started", 30, lambda: import_runs(instance, [dg.DagsterRunStatus.STARTED]), fleet)
         in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
-        killed_at = time.time()
+        at = time.time()
+        if kind == "postgres_stopped":
+            seconds = round(rng.uniform(*STORE_STOPPED_SECONDS), 1)
+            fleet.stop_store(seconds)
+            return Fault(kind, at, pairs=in_flight, seconds=seconds)
         fleet.kill()
         # Started again at once, as Kubernetes or a service manager does.
         fleet.start()
-        return Fault(kind, killed_at, pairs=in_flight)
+        return Fault(kind, at, pairs=in_flight)
     if kind == "campaign_paused":
         campaign = rng.choice(store.campaigns(active_only=True))
         store.set_campaign_status(campaign.id, "paused")
@@ -275,6 +400,45 @@ def _orphan_marks(instance: dg.DagsterInstance, store: Store, pairs: set[tuple[s
     return orphans
 
 
+def searches_caught_up(instance: dg.DagsterInstance, store: Store) -> bool:
+    """Whether every active campaign's last search read the newest places of its pairs, with no search run on its
+    way: what the campaigns hold is then what the fleet gives them."""
+    if instance.get_runs_count(dg.RunsFilter(job_name=search_campaigns_job.name, statuses=UNFINISHED)):
+        return False
+    return all(
+        progress.arrived_at is None
+        or (progress.searched_landed is not None and progress.searched_landed >= progress.arrived_at)
+        for progress in store.search_progress(datetime.now(UTC))
+    )
+
+
+def broken_invariants(results: dict) -> list[str]:
+    """Each invariant the soak's figures break, in words; empty when every one holds."""
+    coverage, businesses = results["coverage_counts"], results["campaign_businesses"]
+    unplain = [headline for headline in results["failed_import_runs"].values() if not is_plain(headline)]
+    checks = [
+        (results["pairs_lost"], "needed pairs not loaded"),
+        (results["pairs_marked_failed"], "needed pairs marked failed for a fault a retry could fix"),
+        (results["orphan_marks"], "marks waited on without a run"),
+        (results["pairs_imported_by_two_runs_at_once"], "pairs imported by two runs at once"),
+        (max(0, results["max_import_runs_at_once"] - IMPORT_SLOTS), f"import runs beyond {IMPORT_SLOTS} at once"),
+        (results["slots_held_by_ended_runs"], "pool slots held by runs that ended"),
+        (
+            sum(coverage["kept"][state] != coverage["recounted"][state] for state in PAIR_STATES),
+            f"states whose kept coverage count is not the full recount's ({coverage})",
+        ),
+        (businesses["businesses_held_twice"], "businesses held twice by a campaign"),
+        (businesses["businesses_missing"], "businesses missing from a campaign"),
+        (businesses["businesses_not_expected"], "businesses a campaign holds and should not"),
+        (len(unplain), f"failed import runs without a plain one-line headline: {unplain[:3]}"),
+        (
+            sum(results["faults_injected"].values()) - sum(results["faults_survived"].values()),
+            "faults the fleet did not come back from",
+        ),
+    ]
+    return [f"{count} {what}" for count, what in checks if count]
+
+
 def _first_business_waits(store: Store) -> list[float]:
     """For each campaign with businesses, seconds from its creation to its first business."""
     rows = store._transact(
@@ -286,18 +450,22 @@ def _first_business_waits(store: Store) -> list[float]:
     return [(first - created).total_seconds() for created, first in rows]
 
 
-def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path) -> dict:
-    """Run the soak in ``folder`` and return its figures and invariants."""
+def soak(
+    release_root: str, seed: int, campaigns: int, faults: int, folder: Path, postgres: ThrowawayPostgres | None
+) -> dict:
+    """Run the soak in ``folder``, its store on ``postgres`` (a DuckDB file in ``folder`` if None), and return its
+    figures and invariants."""
     rng = random.Random(seed)
-    workspace, environ = daemon_home(folder, release_root)
+    workspace, environ = daemon_home(folder, release_root, postgres.url if postgres else None)
     store = open_store(environ["NAKODO_DATABASE"])
     store.migrate()
     targetings = _campaigns(rng, campaigns)
     # Each kind in turn, in a seeded order, so that every kind is met several times in a long soak.
-    kinds = [KINDS[number % len(KINDS)] for number in range(faults)]
+    met = KINDS + (STORE_KINDS if postgres else ())
+    kinds = [met[number % len(met)] for number in range(faults)]
     rng.shuffle(kinds)
     schedule = [(rng.uniform(2, 15), kind) for kind in kinds]
-    fleet = Fleet(workspace, environ, folder)
+    fleet = Fleet(workspace, environ, folder, postgres)
     injected: list[Fault] = []
     with dg.DagsterInstance.from_config(str(environ["DAGSTER_HOME"])) as instance:
         # The instance's storage is made before the daemon and its code server start (see bench.daemon).
@@ -337,6 +505,14 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
                 fleet,
             )
             landed = time.monotonic()
+            # A search that never catches up is what the check of the campaigns' businesses reports.
+            with contextlib.suppress(RuntimeError):
+                _wait(
+                    "every campaign searched since its pairs landed",
+                    SEARCH_CATCH_UP_SECONDS,
+                    lambda: searches_caught_up(instance, store),
+                    fleet,
+                )
             # The slots of a run killed last are freed 75 s after it ended.
             with contextlib.suppress(RuntimeError):
                 _wait("no slot held by a run that ended", 150, lambda: not slots_held_by_ended_runs(instance), fleet)
@@ -349,6 +525,7 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
             runs = import_runs(instance)
             results = {
                 "seed": seed,
+                "store": "postgres" if postgres else "duckdb",
                 "campaigns": campaigns,
                 "pairs_needed": len(needed),
                 "pairs_fresh": states["fresh"],
@@ -364,15 +541,20 @@ def soak(release_root: str, seed: int, campaigns: int, faults: int, folder: Path
                 "slots_held_by_ended_runs": len(slots_held_by_ended_runs(instance)),
                 "faults_injected": dict(Counter(f.kind for f in injected)),
                 "faults_survived": dict(Counter(f.kind for f in injected if f.recovered_at is not None)),
+                "store_stopped_seconds": [f.seconds for f in injected if f.kind == "postgres_stopped"],
                 "seconds_to_recover_max": {
                     kind: round(max(f.recovered_at - f.at for f in injected if f.kind == kind and f.recovered_at), 1)
                     for kind in {f.kind for f in injected if f.recovered_at}
                 },
+                "coverage_counts": coverage_against_recount(store),
+                "campaign_businesses": dict(campaign_mismatches(store, Path(release_root))),
+                "failed_import_runs": failed_run_headlines(instance),
                 "campaigns_with_businesses": len(waits),
                 "longest_wait_for_first_businesses_seconds": round(max(waits, default=0), 1),
                 "seconds": round(landed - started, 1),
                 "load_average": os.getloadavg()[0],
             }
+            results["invariants_broken"] = broken_invariants(results)
         finally:
             fleet.stop()
     return results
@@ -388,10 +570,27 @@ def _release(root: str | None) -> Iterator[str]:
         yield folder
 
 
-def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int) -> dict:
-    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given)."""
-    with _release(release_root) as root, tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder:
-        return soak(root, seed, campaigns, faults, Path(folder))
+@contextlib.contextmanager
+def _store_server(store: str) -> Iterator[ThrowawayPostgres | None]:
+    if store == "duckdb":
+        yield None
+        return
+    server = start_throwaway_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int, store: str = "postgres") -> dict:
+    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given), its store
+    on a PostgreSQL cluster of its own (``store`` postgres) or in a DuckDB file (duckdb)."""
+    with (
+        _release(release_root) as root,
+        tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder,
+        _store_server(store) as postgres,
+    ):
+        return soak(root, seed, campaigns, faults, Path(folder), postgres)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -400,8 +599,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--campaigns", type=int, default=40, help="campaigns over the sample release (default 40)")
     parser.add_argument("--faults", type=int, default=12, help="faults to inject (default 12)")
     parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
+    parser.add_argument(
+        "--store",
+        choices=STORES,
+        default=STORES[0],
+        help="the store: a PostgreSQL cluster the soak starts on a free port and stops for a while as a fault "
+        "(default), or a DuckDB file",
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults), indent=2))
+    print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults, args.store), indent=2))
 
 
 if __name__ == "__main__":

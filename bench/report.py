@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from bench.faults import is_plain
 from bench.soak import soak_lines
 from nakodo_dagster.overture.index import FETCH_WORKERS
 
@@ -700,6 +701,7 @@ def _fault_lines(results: dict) -> list[str]:
         return []
     soak = results["faults"]
     kinds = sorted(soak["faults_injected"])
+    store = "a PostgreSQL cluster of its own" if soak.get("store") == "postgres" else "DuckDB"
     rows = [
         f"| {kind.replace('_', ' ')} | {soak['faults_injected'][kind]} | {soak['faults_survived'].get(kind, 0)} | "
         f"{soak['seconds_to_recover_max'].get(kind, '-')} |"
@@ -708,8 +710,9 @@ def _fault_lines(results: dict) -> list[str]:
     return [
         f"## The fleet through its own machinery's faults (measured {_when(results, 'faults')})",
         "",
-        f"The real `dagster-daemon` with the embedded default's dagster.yaml, {soak['campaigns']} campaigns "
-        f"({soak['pairs_needed']} pairs) over the sample release, faults on a schedule of seed {soak['seed']} "
+        f"The real `dagster-daemon` with the embedded default's dagster.yaml, the store on {store}, "
+        f"{soak['campaigns']} campaigns ({soak['pairs_needed']} pairs) over the sample release, faults on a schedule "
+        f"of seed {soak['seed']} "
         "(`python -m bench.faults --seed N` replays it). Survived: the pairs the fault hit landed (the daemon's: those "
         "of the imports in flight when it was killed; a killed worker's or a cancelled run's: its own), timed from "
         "the fault to the last of them; a paused campaign: resumed.",
@@ -725,6 +728,26 @@ def _fault_lines(results: dict) -> list[str]:
         f"retried, {soak['import_runs_cancelled']} cancelled); the longest a campaign waited for its first "
         f"businesses: {soak['longest_wait_for_first_businesses_seconds']:,.0f} s; all landed in "
         f"{soak['seconds']:,.0f} s.",
+        "",
+        *_fault_check_lines(soak),
+    ]
+
+
+def _fault_check_lines(soak: dict) -> list[str]:
+    """The soak's checks of what the store holds, in a results file written before it had them: none."""
+    if "invariants_broken" not in soak:
+        return []
+    businesses, coverage = soak["campaign_businesses"], soak["coverage_counts"]
+    headlines = soak["failed_import_runs"].values()
+    counts = "equal" if coverage["kept"] == coverage["recounted"] else "differ"
+    return [
+        f"Kept coverage counts against a full recount: {counts} "
+        f"({coverage['kept']['fresh']} fresh). {businesses.get('businesses', 0):,} businesses of "
+        f"{businesses.get('campaigns', 0)} campaigns against an independent reading of the release: "
+        f"{businesses.get('businesses_missing', 0)} missing, {businesses.get('businesses_not_expected', 0)} not "
+        f"expected, {businesses.get('businesses_held_twice', 0)} held twice. {len(headlines)} failed import runs, "
+        f"{sum(not is_plain(headline) for headline in headlines)} without a plain one-line headline. Invariants "
+        f"broken: **{len(soak['invariants_broken'])}**.",
         "",
     ]
 

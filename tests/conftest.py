@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from moto.server import ThreadedMotoServer
 from overture_helpers import CURRENT as RELEASE
-from throwaway_postgres import ThrowawayPostgres, answers, start_throwaway_postgres
 
+from bench.throwaway_postgres import ThrowawayPostgres, answers, start_throwaway_postgres
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.resources import OvertureResource, StoreResource
 

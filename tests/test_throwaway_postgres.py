@@ -13,7 +13,8 @@ from pathlib import Path
 
 import psycopg2
 import pytest
-from throwaway_postgres import answers, packaged_server_binaries, start_throwaway_postgres
+
+from bench.throwaway_postgres import answers, packaged_server_binaries, start_throwaway_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

@@ -22,7 +22,7 @@ from nakodo_dagster.placement import (
     run_block,
 )
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Store
+from nakodo_dagster.store import Store, store_unreachable
 from nakodo_dagster.words import plural
 
 PLACES = dg.AssetKey("places")
@@ -175,6 +175,9 @@ def import_or_release_marks(
         if interrupt is not None:
             _end_interrupted(run, store, stamp, overrun)
             raise interrupt from None
+        if store_unreachable(exc):
+            # Nothing can be marked in a store out of reach; the step's retry imports under the same marks.
+            raise
         failure = import_failure(run, release, exc)
         if stamp is not None:
             store.mark_failed(run.pairs, stamp, datetime.now(UTC), failure_headline(failure))

@@ -24,7 +24,7 @@ from nakodo_dagster.store.models import (
     targeting_from_json,
     targeting_to_json,
 )
-from nakodo_dagster.store.postgres_store import PostgresStore
+from nakodo_dagster.store.postgres_store import PostgresStore, store_unreachable
 
 __all__ = [
     "DEFAULT_ACCOUNT_ID",
@@ -44,6 +44,7 @@ __all__ = [
     "check_account_name",
     "check_campaign_name",
     "open_store",
+    "store_unreachable",
     "targeting_from_json",
     "targeting_to_json",
 ]

@@ -91,6 +91,30 @@ class _PostgresTransaction(Transaction):
             self._cursor.copy_expert("COPY incoming_places FROM STDIN WITH (FORMAT csv)", buffer)
 
 
+# SQLSTATEs of a server that went away or is not taking connections: the connection class (08), and an
+# administrator's or a crash's shutdown and a server still starting (57P01-57P03). A query cancelled (57014) or a
+# lock not granted is an answer, not an outage.
+_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def store_unreachable(error: BaseException) -> bool:
+    """Whether ``error``, or one of its causes, is the PostgreSQL store out of reach (a restart, a failover, a host
+    lost) rather than an answer of it: a fault another try a little later fixes."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, psycopg2.InterfaceError):
+            return True
+        # No SQLSTATE: the driver's own words, a connection refused or cut.
+        if isinstance(current, psycopg2.OperationalError) and (
+            current.pgcode is None or current.pgcode.startswith(_OUTAGE_STATES)
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class PostgresStore(Store):
     """A PostgreSQL database, a connection per call: nothing is held between calls."""
 

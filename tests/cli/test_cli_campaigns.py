@@ -16,15 +16,13 @@ from shlex import split
 import geopandas as gpd
 from geographiclib.geodesic import Geodesic
 from overture_helpers import CURRENT as RELEASE
-from overture_helpers import expected_rows
 
+from bench.independent import EDGE_BAND, expected_rows
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.store import open_store
 
 LEEDS = PointLocation(53.7997, -1.5492, 25)
 CAMPAIGN = Targeting((LEEDS, CountryLocation("CH")), ("cafe", "pub"))
-# Haversine on a sphere and WGS84 geodesics differ by up to 0.5 %: places that close to the edge are not judged.
-EDGE_BAND = 0.006
 
 
 def independent_businesses(root: Path, targeting: Targeting) -> tuple[dict[str, float | None], set[str]]:

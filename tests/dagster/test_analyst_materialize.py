@@ -10,8 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 from overture_helpers import CURRENT as RELEASE
-from overture_helpers import expected_rows
 
+from bench.independent import expected_rows
 from nakodo_dagster import tags
 from nakodo_dagster.placement import import_runs, parse_area_key
 from nakodo_dagster.store import open_store

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from geographiclib.geodesic import Geodesic
 from overture_helpers import CURRENT as RELEASE
-from overture_helpers import expected_rows
 
+from bench.independent import campaign_businesses, expected_rows
 from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search
 from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS
 from nakodo_dagster.headless import register_partitions, sync
@@ -22,27 +21,13 @@ from nakodo_dagster.sensors.search_sensor import search_sensor
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))
 SWISS = Targeting((CountryLocation("CH"),), ("cafe",))
-# Haversine on a sphere and WGS84 geodesics differ by up to 0.5 %: places that close to the edge are not judged.
-EDGE_BAND = 0.006
 
 
 def independent_businesses(root: str, targeting: Targeting) -> tuple[set[str], set[str]]:
     """(ids surely in, ids near the edge) for a campaign, from pyarrow and WGS84 geodesics, not the project's SQL."""
     areas = areas_for(targeting)
     runs = import_runs({key: list(targeting.categories) for key in areas}, areas)
-    rows = [row for run in runs for row in expected_rows(Path(root), RELEASE, run)]
-    inside, edge = set(), set()
-    for place_id, _, _, lat, lng, *_ in rows:
-        distances = [
-            (Geodesic.WGS84.Inverse(loc.lat, loc.lng, lat, lng)["s12"] / 1000, loc.radius_km)
-            for loc in targeting.locations
-            if isinstance(loc, PointLocation)
-        ]
-        if not distances or any(d <= r * (1 - EDGE_BAND) for d, r in distances):
-            inside.add(place_id)
-        elif any(d <= r * (1 + EDGE_BAND) for d, r in distances):
-            edge.add(place_id)
-    return inside, edge
+    return campaign_businesses([row for run in runs for row in expected_rows(Path(root), RELEASE, run)], targeting)
 
 
 def assert_campaign_matches(store, campaign_id: int, root: str, targeting: Targeting) -> list[dict]:

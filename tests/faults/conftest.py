@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from fault_proxy import FaultProxy, start_proxy
 from overture_helpers import PREFIX, s3_client, upload_releases
-from throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
+
+from bench.throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
 
 WORKER = Path(__file__).with_name("fault_worker.py")
 

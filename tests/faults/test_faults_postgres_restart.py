@@ -1,17 +1,21 @@
-"""PostgreSQL restarts in the middle of a sensor tick: the tick fails visibly, leaves no mark, the next one works."""
+"""PostgreSQL restarts in the middle of a sensor tick: the tick fails visibly, leaves no mark, the next one works.
+PostgreSQL stopped while an import runs: the import tries again in the same run and lands, nothing marked failed."""
 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg2
 import pytest
-from fault_helpers import backends_waiting, marks, request_pairs, tick, wait_until
+from fault_helpers import backends_waiting, execute, failure_text, marks, request_pairs, tick, wait_until
 
+from nakodo_dagster.jobs import STORE_RETRY_SECONDS
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
-from nakodo_dagster.placement import FRESH_DAYS, PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.placement import FRESH_DAYS, Cutoffs, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.store import store_unreachable
 
 pytestmark = pytest.mark.faults
 
@@ -62,3 +66,52 @@ def test_a_restart_during_a_tick_fails_it_and_leaves_no_mark(instance, private_p
     [request] = tick(instance, resources).run_requests
     assert request_pairs(request) == [(area, "cafe")]
     assert [(a, c) for a, c, _ in marks(store, LEEDS)] == [(area, "cafe")]
+
+
+def test_an_import_that_meets_the_store_stopped_tries_again_and_lands(instance, private_postgres, release_root):
+    resources = {
+        "store": StoreResource(database=private_postgres.url),
+        "overture": OvertureResource(root=release_root),
+    }
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    [request] = tick(instance, resources).run_requests
+    # Stopped as a crash stops it, for less than a retry's pause: the step's first try meets nothing answering.
+    private_postgres.halt()
+    restart = threading.Timer(STORE_RETRY_SECONDS / 2, private_postgres.start)
+    restart.start()
+    started = time.monotonic()
+    try:
+        result = execute(instance, resources, request)
+    finally:
+        restart.join()
+
+    assert result.success, failure_text(result)
+    assert time.monotonic() - started >= STORE_RETRY_SECONDS, "the step ran again after its pause"
+    [row] = store.import_rows(*zip(*request_pairs(request), strict=True))
+    assert row.failure is None and Cutoffs.at(datetime.now(UTC)).row_state(row) == "fresh"
+    assert "The store could not be reached" in "".join(
+        record.event_log_entry.user_message for record in instance.get_records_for_run(result.run_id).records
+    )
+
+
+def test_only_a_store_out_of_reach_counts_as_an_outage(private_postgres, pg_admin_url):
+    with (
+        pytest.raises(psycopg2.OperationalError) as cancelled,
+        psycopg2.connect(pg_admin_url) as connection,
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SET statement_timeout = 10; SELECT pg_sleep(1)")
+    assert not store_unreachable(cancelled.value), "a query cancelled is an answer of the server"
+    private_postgres.halt()
+    try:
+        with pytest.raises(psycopg2.OperationalError) as refused:
+            psycopg2.connect(private_postgres.url)
+    finally:
+        private_postgres.start()
+    assert store_unreachable(refused.value)
+    # Wrapped on its way up, as DuckDB and Dagster wrap what they meet: the cause is what counts.
+    wrapped = RuntimeError("the write failed")
+    wrapped.__cause__ = refused.value
+    assert store_unreachable(wrapped)
+    assert not store_unreachable(RuntimeError("the write failed"))

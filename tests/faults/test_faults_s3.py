@@ -26,8 +26,8 @@ from fault_helpers import (
 )
 from fault_proxy import Rule
 from overture_helpers import CURRENT as RELEASE
-from overture_helpers import expected_rows
 
+from bench.independent import expected_rows
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.overture import duck

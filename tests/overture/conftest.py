@@ -6,8 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from overture_helpers import BUCKET, CURRENT, PREFIX, PREVIOUS, Row, expected_rows, s3_client, upload_releases
+from overture_helpers import BUCKET, CURRENT, PREFIX, PREVIOUS, s3_client, upload_releases
 
+from bench.independent import Row, expected_rows
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.placement import ImportRun
 

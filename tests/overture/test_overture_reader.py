@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from overture_helpers import CURRENT, PREVIOUS, block_run, expected_rows, fiji_run
+from overture_helpers import CURRENT, PREVIOUS, block_run, fiji_run
 
+from bench.independent import expected_rows
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.index import StaleIndex
 from nakodo_dagster.overture.reader import PLACES_SCHEMA, longitude_ranges, query_column, query_tables, read_places

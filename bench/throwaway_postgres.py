@@ -1,9 +1,9 @@
-"""A PostgreSQL cluster of the tests' own: made in a temporary folder, on a free loopback port, trust
+"""A PostgreSQL cluster of the tests' (or a soak's) own: made in a temporary folder, on a free loopback port, trust
 authentication, removed when stopped.
 
 The suite uses it where nothing answers at the server it is pointed at (NAKODO_TEST_POSTGRES, default
-127.0.0.1:5432), so `make test` passes on a laptop with no PostgreSQL running; the fault tests start one of their own
-to restart, which the shared server must never be.
+127.0.0.1:5432), so `make test` passes on a laptop with no PostgreSQL running; the fault tests and the fault soak
+(bench.faults) start one of their own to restart or stop for a while, which the shared server must never be.
 """
 
 from __future__ import annotations
@@ -92,14 +92,26 @@ class ThrowawayPostgres:
     def _pg_ctl(self, *arguments: str) -> None:
         _run(self.user, [str(self.binaries / "pg_ctl"), "-D", self.data, "-l", self.log, *arguments])
 
+    def start(self) -> None:
+        """Start the server on its port, its socket in its folder, answering on loopback only."""
+        port = urlsplit(self.url).port
+        # Durability is not what the tests try: without fsync the suite's many CREATE DATABASEs take no disk flush.
+        options = f"-p {port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._pg_ctl("-o", options, "-w", "start")
+
     def restart(self) -> None:
         """Restart the server the way an operator (or a failover) does: every connection is cut."""
         self._pg_ctl("-m", "fast", "-w", "restart")
 
+    def halt(self) -> None:
+        """Stop the server the way a crash or a host lost does, its folder kept for ``start``: every connection is
+        cut, nothing answers until it starts again."""
+        self._pg_ctl("-m", "immediate", "-w", "stop")
+
     def stop(self) -> None:
         """Stop the server at once and remove its folder."""
         try:
-            self._pg_ctl("-m", "immediate", "-w", "stop")
+            self.halt()
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -120,9 +132,7 @@ def start_throwaway_postgres(binaries: Path | None = None) -> ThrowawayPostgres:
     server = ThrowawayPostgres(f"postgresql://postgres@127.0.0.1:{port}/postgres", folder, binaries, user)
     try:
         _run(user, [str(binaries / "initdb"), "-D", server.data, "-A", "trust", "-U", "postgres", "--no-sync"])
-        # Durability is not what the tests try: without fsync the suite's many CREATE DATABASEs take no disk flush.
-        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        server._pg_ctl("-o", options, "-w", "start")
+        server.start()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
