@@ -94,15 +94,17 @@ _EVER = datetime(1970, 1, 1, tzinfo=UTC)
 # What one count or look works out again at most, the rest left for the next: a tick after any change, however big
 # (a release gone stale at once, a daemon back after a day), stays within seconds. A queued pair moves 1 to 3
 # campaign areas of a 10,000-campaign fleet; a block holds about 500 of its campaigns' pairs there, and 500 blocks
-# take about 1.5 s (a cold start's 11,700 blocks are lined up over 24 looks, campaigns' first blocks first).
+# took 0.3 to 0.65 s of a look's statements (a cold start's 10,765 blocks are lined up over 43 looks at 250,
+# campaigns' first blocks first, while the queue admits about 12 blocks a look).
 PROGRESS_PAIRS_PER_COUNT = 10_000
-LINE_BLOCKS_PER_LOOK = 500
+LINE_BLOCKS_PER_LOOK = 250
 # The names of the campaigns an import run serves that a reservation hands back: more than its tag shows.
 SERVED_NAMES = 40
 # A count reads at most this many pairs of each of its ranges (sql.CREATE_RECOUNT), oldest first, and the next
 # goes on from where it stopped: 200 campaigns added at once change about 80,000 needed pairs, a new release
-# makes every loaded pair due within a minute, and one count of all of them took 11 to 17 s at 10,000 campaigns.
-COUNT_PAIRS_PER_RANGE = 10_000
+# makes every loaded pair due within a minute, and one count of all of them took 11 to 17 s at 10,000 campaigns;
+# 10,000 a range kept every tick under 6 s, and restating them still dominated most ticks.
+COUNT_PAIRS_PER_RANGE = 5_000
 # A moment no change reaches: a count afresh reads needs from place_imports alone.
 _NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -372,6 +374,11 @@ class Store(ABC):
                 if version > reached:
                     for statement in (*statements, *self._MIGRATIONS_OF_ITS_OWN.get(version, ())):
                         tx.run(statement)
+                    if version == _COUNT_RANGES_VERSION:
+                        # Where the count before this version would have started its next: the minute before it.
+                        [(counted_at,)] = tx.rows(sql.COUNTED_AT)
+                        moment = counted_at - COMMIT_OVERLAP - _JUST_BEFORE
+                        tx.run(sql.KEEP_IMPORT_RANGES, **_import_ranges_through(moment))
                     tx.run(
                         "INSERT INTO schema_migrations (version, applied_at) VALUES ($version, $now)",
                         version=version,
@@ -386,10 +393,6 @@ class Store(ABC):
             if reached < _NEEDED_PAIRS_VERSION:
                 tx.run(sql.COUNT_NEEDED_PAIRS)
                 tx.run(sql.COUNT_NEEDED_TOTAL, states=list(PAIR_STATES))
-            if reached < _COUNT_RANGES_VERSION:
-                # Where the count before this version would have started its next count: the minute before it.
-                [(counted_at,)] = tx.rows(sql.COUNTED_AT)
-                tx.run(sql.KEEP_IMPORT_RANGES, **_import_ranges_through(counted_at - COMMIT_OVERLAP - _JUST_BEFORE))
 
         self._transact(work)
 
@@ -520,7 +523,12 @@ class Store(ABC):
             [(paused_for_plan,)] = tx.rows(sql.PAUSED_FOR_PLAN, **campaigns)
             tx.run(sql.admit_from(line), max_runs=max_runs)
             order = tx.rows(sql.ADMITTED_ORDER)
-            reserved = tx.rows(sql.RESERVE_ADMITTED, **rule, **campaigns, stamp=now, force=False) if order else []
+            if not order:
+                reserved = []
+            elif keep_line:
+                reserved = tx.rows(sql.RESERVE_ADMITTED_NEEDED, **rule, stamp=now, force=False)
+            else:
+                reserved = tx.rows(sql.RESERVE_ADMITTED, **rule, **campaigns, stamp=now, force=False)
             served = tx.rows(sql.SERVED_CAMPAIGNS, stamp=now, names=SERVED_NAMES) if reserved else []
             if keep_line and relook:
                 tx.run(sql.FORGET_LINE)
