@@ -15,7 +15,7 @@ from nakodo_dagster.jobs import STORE_RETRY_SECONDS
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import FRESH_DAYS, Cutoffs, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import store_unreachable
+from nakodo_dagster.store import Store, store_unreachable
 
 pytestmark = pytest.mark.faults
 
@@ -23,13 +23,19 @@ LEEDS = Targeting((PointLocation(53.7997, -1.5492, 2),), ("cafe",))
 OLD_RELEASE = "2026-09-10.0"
 
 
-def test_a_restart_during_a_tick_fails_it_and_leaves_no_mark(instance, private_postgres, release_root):
+def _leeds_on(private_postgres, release_root: str) -> tuple[dict, Store]:
+    """The sensors' resources over the private server, and its store with the Leeds campaign."""
     resources = {
         "store": StoreResource(database=private_postgres.url),
         "overture": OvertureResource(root=release_root),
     }
     store = resources["store"].store
     store.add_campaign("Leeds", LEEDS)
+    return resources, store
+
+
+def test_a_restart_during_a_tick_fails_it_and_leaves_no_mark(instance, private_postgres, release_root):
+    resources, store = _leeds_on(private_postgres, release_root)
     [area] = areas_for(LEEDS)
     # A stale import of the pair: the tick's reservation must overwrite this row.
     [stale] = import_runs({area: ["cafe"]}, areas_for(LEEDS))
@@ -69,12 +75,7 @@ def test_a_restart_during_a_tick_fails_it_and_leaves_no_mark(instance, private_p
 
 
 def test_an_import_that_meets_the_store_stopped_tries_again_and_lands(instance, private_postgres, release_root):
-    resources = {
-        "store": StoreResource(database=private_postgres.url),
-        "overture": OvertureResource(root=release_root),
-    }
-    store = resources["store"].store
-    store.add_campaign("Leeds", LEEDS)
+    resources, store = _leeds_on(private_postgres, release_root)
     [request] = tick(instance, resources).run_requests
     # Stopped as a crash stops it, for less than a retry's pause: the step's first try meets nothing answering.
     private_postgres.halt()
