@@ -1,15 +1,20 @@
-"""An HTTP proxy on loopback in front of the S3-compatible test server, which injects faults by rule.
+"""An HTTP proxy on loopback in front of an S3-compatible server (moto), which injects faults by rule: the fault
+tests' and the fault soak's object store.
 
-A rule matches requests (object listings or object reads) and, for its first ``times`` matches, answers with
-an error status, stalls past the client's timeout, or changes the server (``after``) between reading the real
-answer and passing it on.
-Everything else is forwarded unchanged. The proxy is bounded: it answers at most ``MAX_REQUESTS`` and never
-stalls longer than ``MAX_STALL_S``, so a client that retries forever cannot hang the test suite.
+A rule matches requests (object listings, object reads, or any) for its first ``times`` matches or until a
+moment (``until``, a burst), and answers them with an error status (503 is S3's SlowDown), resets their
+connection, stalls them, or changes the server (``after``) between reading the real answer and passing it on.
+Everything else is forwarded unchanged. The proxy is bounded: it answers at most ``limit`` requests (the tests'
+default ``MAX_REQUESTS``) and never stalls one longer than ``MAX_STALL_S``, so a client that retries forever cannot
+hang a test.
 """
 
 from __future__ import annotations
 
 import http.client
+import math
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -18,28 +23,56 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 MAX_REQUESTS = 5_000
-MAX_STALL_S = 10.0
+# Longer than the soak's longest burst: a stall holds its requests to the burst's end.
+MAX_STALL_S = 120.0
+ANY = "any"
+# What a burst of each of the object store's faults does to every request it meets: S3 throttling (503 SlowDown),
+# connections reset, requests held to the burst's end.
+BURSTS = {"s3_slowdown": {"status": 503}, "s3_reset": {"reset": True}, "s3_stall": {"stall_s": MAX_STALL_S}}
+# S3's own words for each status a rule answers, so that clients read what they would read from S3.
+_CODES = {500: "InternalError", 503: "SlowDown"}
 # Hop-by-hop and length headers are the proxy's own business, not the upstream's.
 _NOT_FORWARDED = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
 @dataclass
 class Rule:
-    """One fault: which requests (``listing`` or ``object``), what happens, and for how many of them."""
+    """One fault: which requests (``listing``, ``object`` or ``ANY``), what happens to them, and for how many
+    (``times``) or until when (``until``, on time.monotonic()'s clock); a rule with neither acts on every one."""
 
     kind: str
-    times: int
+    times: int | None = None
     status: int | None = None
+    reset: bool = False
     stall_s: float = 0.0
     after: Callable[[], None] | None = None
+    until: float | None = None
     hits: int = 0
+
+    def matches(self, kind: str, now: float) -> bool:
+        return (
+            self.kind in (kind, ANY)
+            and (self.times is None or self.hits < self.times)
+            and (self.until is None or now < self.until)
+        )
+
+    def stall(self, now: float) -> float:
+        """How long a request this rule met now is held: its stall, never past the rule's end."""
+        return min(self.stall_s, MAX_STALL_S, self.until - now if self.until is not None else math.inf)
+
+
+def burst(kind: str, seconds: float) -> Rule:
+    """A burst of ``kind`` (one of ``BURSTS``): every request from now for ``seconds``."""
+    return Rule(ANY, until=time.monotonic() + seconds, **BURSTS[kind])
 
 
 @dataclass
 class FaultProxy:
-    """The proxy's endpoint, its rules, and every request it answered as (kind, status)."""
+    """The proxy's endpoint, its rules, and every request it answered as (kind, status); status 0 for one it
+    stalled or reset without an answer."""
 
     upstream: str
+    limit: int | None = MAX_REQUESTS
     rules: list[Rule] = field(default_factory=list)
     answered: list[tuple[str, int]] = field(default_factory=list)
     endpoint: str = ""
@@ -56,11 +89,12 @@ class FaultProxy:
         return sum(rule.hits for rule in self.rules)
 
     def _take(self, kind: str) -> Rule | None:
+        now = time.monotonic()
         with self._lock:
-            if len(self.answered) >= MAX_REQUESTS:
-                return Rule(kind, 1, status=503)
+            if self.limit is not None and len(self.answered) >= self.limit:
+                return Rule(kind, status=503)
             for rule in self.rules:
-                if rule.kind == kind and rule.hits < rule.times:
+                if rule.matches(kind, now):
                     rule.hits += 1
                     return rule
         return None
@@ -95,19 +129,31 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
             self.wfile.flush()
 
+        def _reset(self) -> None:
+            # Closed with a zero linger: the client reads a TCP reset, not an orderly end of the answer.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()
+            self.connection.close()
+            self.close_connection = True
+
         def _forward(self) -> None:
             kind = _kind(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             rule = proxy._take(kind)
             if rule and rule.stall_s:
-                # Past the client's timeout: it gives up on this request before any byte comes back.
-                time.sleep(min(rule.stall_s, MAX_STALL_S))
+                # Nothing comes back: the client gives up on its timeout, or meets the connection closed.
+                time.sleep(max(0.0, rule.stall(time.monotonic())))
                 self.close_connection = True
                 proxy._record(kind, 0)
                 return
+            if rule and rule.reset:
+                self._reset()
+                proxy._record(kind, 0)
+                return
             if rule and rule.status:
-                error = f"<Error><Code>InjectedFault</Code><Message>injected {rule.status}</Message></Error>"
+                code = _CODES.get(rule.status, "InjectedFault")
+                error = f"<Error><Code>{code}</Code><Message>injected {rule.status}</Message></Error>"
                 self._answer(rule.status, [("Content-Type", "application/xml")], error.encode())
                 proxy._record(kind, rule.status)
                 return
@@ -133,11 +179,14 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
 class ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
+    # Readers open many connections at once; a short backlog drops SYNs, costing a second each.
+    request_queue_size = 256
 
 
-def start_proxy(upstream: str) -> tuple[FaultProxy, ProxyServer]:
-    """A proxy in front of ``upstream`` on a free loopback port, serving from a daemon thread."""
-    proxy = FaultProxy(upstream)
+def start_proxy(upstream: str, limit: int | None = MAX_REQUESTS) -> tuple[FaultProxy, ProxyServer]:
+    """A proxy in front of ``upstream`` on a free loopback port, answering at most ``limit`` requests (None: no
+    bound), serving from a daemon thread."""
+    proxy = FaultProxy(upstream, limit)
     server = ProxyServer(("127.0.0.1", 0), _handler(proxy))
     proxy.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()
