@@ -15,6 +15,7 @@ import http.client
 import math
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -181,6 +182,11 @@ class ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
     # Readers open many connections at once; a short backlog drops SYNs, costing a second each.
     request_queue_size = 256
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that gave up (its timeout, a stall) drops its kept-alive connection: no fault of the proxy's.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def start_proxy(upstream: str, limit: int | None = MAX_REQUESTS) -> tuple[FaultProxy, ProxyServer]:

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import logging
 import os
 import random
 import re
@@ -349,9 +350,11 @@ def _landed_at(store: Store, pairs: list[tuple[str, str]], since: float) -> floa
 def _inject(kind: str, instance: dg.DagsterInstance, store: Store, fleet: Fleet, rng: random.Random) -> Fault | None:
     """One fault of ``kind``, or None when there was nothing for it to hit (no run queued, none running)."""
     if kind in ("daemon_killed", "postgres_stopped", *BURSTS):
-        # Once imports are running, as in the issue: a restart that hits nothing in flight proves little.
+        # Once imports are running: a restart that hits nothing in flight proves little. A burst once an import is
+        # queued: a run reads the release in its first seconds, so the burst meets the next one's read.
+        wanted = dg.DagsterRunStatus.QUEUED if kind in BURSTS else dg.DagsterRunStatus.STARTED
         with contextlib.suppress(RuntimeError):
-            _wait("an import run started", 30, lambda: import_runs(instance, [dg.DagsterRunStatus.STARTED]), fleet)
+            _wait(f"an import run {wanted.value}", 30, lambda: import_runs(instance, [wanted]), fleet)
         in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
         at = time.time()
         if kind == "postgres_stopped":
@@ -410,6 +413,9 @@ def _recovered(fault: Fault, instance: dg.DagsterInstance, store: Store) -> floa
         return fault.recovered_at
     if pairs := _hit_pairs(fault, instance):
         return _landed_at(store, [pair for pair in pairs if pair in needed_pairs(store)], fault.at)
+    if fault.seconds is not None:
+        # No import ran while it lasted: nothing had to come back but the store or the object store itself.
+        return fault.at + fault.seconds
     ends = [
         record.end_time
         for record in instance.get_run_records(
@@ -696,6 +702,8 @@ def main(argv: list[str] | None = None) -> None:
         "(default), or a DuckDB file",
     )
     args = parser.parse_args(argv)
+    # moto's server logs every request it answers: thousands of lines that bury the soak's own.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults, args.store), indent=2))
 
 
