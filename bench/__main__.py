@@ -6,8 +6,9 @@ search runs they ask for an hour (policy); block import runs an hour through a r
 default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
 account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
 PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the fleet through faults of its own
-machinery, the daemon killed and restarted, run workers killed, imports cancelled, campaigns paused (faults:
-``python -m bench.faults`` alone, with a seed to replay).
+machinery, the daemon killed and restarted, run workers killed, imports cancelled, campaigns paused, its store's
+PostgreSQL stopped, its object store throttling, resetting and stalling (faults: ``python -m bench.faults`` alone,
+with a seed to replay).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -22,14 +23,10 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-
-import boto3
-from moto.server import ThreadedMotoServer
 
 from bench.daemon import measure_daemon
 from bench.faults import measure_faults
@@ -37,16 +34,15 @@ from bench.fleet import measure_fleet
 from bench.policy import measure_search_pace, measure_ticks, scratch_database
 from bench.proxy import LatencyProxy
 from bench.report import write_results
+from bench.s3 import loopback_releases
 from bench.search import measure_search
 from bench.soak import measure_soak
 from nakodo_dagster.overture.index import load_index
 from nakodo_dagster.overture.reader import longitude_ranges, query_column
-from nakodo_dagster.overture.sample import DEFAULT_RELEASE, publish_releases, write_sample_release
+from nakodo_dagster.overture.sample import DEFAULT_RELEASE, write_sample_release
 from nakodo_dagster.placement import ImportRun, cell, cells_around, country_area, import_runs
 
 HERE = Path(__file__).parent
-BUCKET = "nakodo-bench"
-PREFIX = "release"
 READERS = ("index", "duckdb", "pyarrow")
 # The naive DuckDB reader takes minutes a read at this scale and is left out.
 OVERTURE_READERS = ("index", "pyarrow")
@@ -91,19 +87,6 @@ def release(folder: Path, rows: int) -> Path:
     return root
 
 
-def serve(root: Path, host: str, port: int) -> str:
-    """Upload the release to the loopback S3 server at host:port, readable by anyone as Overture's bucket is; its
-    s3:// root."""
-    client = boto3.client(
-        "s3",
-        endpoint_url=f"http://{host}:{port}",
-        region_name="us-west-2",
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench",
-    )
-    return publish_releases(client, root, BUCKET, PREFIX)
-
-
 def run_worker(spec: dict, proxy: LatencyProxy) -> dict:
     """One read in a fresh process, with the requests and bytes the proxy saw during it."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -137,19 +120,12 @@ def floor(index_dir: Path, runs: list[ImportRun]) -> tuple[int, int]:
 @contextlib.contextmanager
 def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) -> Iterator[tuple[str, LatencyProxy]]:
     """The release on a loopback S3 server behind the latency proxy: its s3:// root and the proxy."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        root = serve(local_root, host, port)
-        bandwidth = bandwidth_mbps * 1e6 if bandwidth_mbps else None
-        with LatencyProxy((host, port), latency_ms / 1000, bandwidth) as proxy:
-            yield root, proxy
-    finally:
-        # moto keeps its buckets per process, not per server: without the reset, the next part's server would find
-        # the bucket already there (and refuse to create it), and the last release would stay in memory.
-        urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")).close()
-        server.stop()
+    bandwidth = bandwidth_mbps * 1e6 if bandwidth_mbps else None
+    with (
+        loopback_releases(local_root) as (root, upstream),
+        LatencyProxy(upstream, latency_ms / 1000, bandwidth) as proxy,
+    ):
+        yield root, proxy
 
 
 PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "faults")
@@ -338,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duckdb-soak-campaigns", type=int, default=1_000, help="the soak's fleet on DuckDB (1,000)")
     parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
     parser.add_argument("--faults-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
-    parser.add_argument("--faults-count", type=int, default=12, help="faults the soak injects (default 12)")
+    parser.add_argument("--faults-count", type=int, default=18, help="faults the soak injects (default 18)")
     parser.add_argument(
         "--postgres",
         default="postgresql://postgres@127.0.0.1:5432/test",

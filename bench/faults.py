@@ -1,9 +1,10 @@
 """The fault soak: the real ``dagster-daemon`` with the embedded default's dagster.yaml (its run launcher, run
 monitoring, run retries and slot freeing), a store on a PostgreSQL cluster of the soak's own (or a DuckDB file), a
-sample release and campaigns over it; while imports run, faults on a seeded schedule, each several times: the
-daemon's whole process group killed with SIGKILL and started again, a run's worker killed mid-import, an import
-cancelled while queued and while running, a campaign paused and resumed while its imports run, the store's
-PostgreSQL stopped for 5 to 30 s and started again.
+sample release read from a loopback S3 server through a fault proxy, and campaigns over it; while imports run,
+faults on a seeded schedule, each several times: the daemon's whole process group killed with SIGKILL and started
+again, a run's worker killed mid-import, an import cancelled while queued and while running, a campaign paused and
+resumed while its imports run, the store's PostgreSQL stopped for 5 to 30 s and started again, and bursts of 5 to
+60 s of the object store answering 503 SlowDown, resetting connections or stalling every request.
 
 At the end, from the store and the instance, not from logs: every pair an active campaign needs is loaded, none
 marked failed, no mark waits without a run, no pair was imported by two runs at once, at most two import runs ran
@@ -23,6 +24,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import logging
 import os
 import random
 import re
@@ -42,7 +44,10 @@ import yaml
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 
 from bench.daemon import PROJECT, running_daemon
+from bench.fault_proxy import BURSTS, FaultProxy, Rule, burst, start_proxy
 from bench.independent import campaign_businesses, expected_rows
+from bench.proxy import LatencyProxy
+from bench.s3 import loopback_releases
 from bench.throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import IMPORT_POOL
@@ -54,12 +59,15 @@ from nakodo_dagster.placement import import_runs as runs_for_pairs
 from nakodo_dagster.store import Store, open_store
 from nakodo_dagster.store.models import PAIR_STATES
 
-KINDS = ("daemon_killed", "worker_killed", "cancelled_queued", "cancelled_running", "campaign_paused")
+KINDS = ("daemon_killed", "worker_killed", "cancelled_queued", "cancelled_running", "campaign_paused", *BURSTS)
 # Met only with the store on a PostgreSQL cluster of the soak's own.
 STORE_KINDS = ("postgres_stopped",)
 STORES = ("postgres", "duckdb")
 # How long the store's PostgreSQL stays stopped: a restart by a service manager to a failover.
 STORE_STOPPED_SECONDS = (5, 30)
+# How long a burst of the object store's faults lasts: from a few throttled requests to an outage that outlasts the
+# read's own tries (seconds) many times over.
+BURST_SECONDS = (5, 60)
 CATEGORIES = ("bakery", "cafe", "restaurant")
 RADII_KM = (2, 5, 10)
 # Campaigns within this of one of the sample release's cities, where its places are.
@@ -99,14 +107,27 @@ class Fault:
     campaign_id: int | None = None
     pairs: list[tuple[str, str]] = field(default_factory=list)
     recovered_at: float | None = None
-    # How long the fault lasted, for one that is undone after a while (the store stopped).
+    # How long the fault lasted, for one that is undone after a while (the store stopped, a burst).
     seconds: float | None = None
+    # A burst's rule at the fault proxy: the requests it met.
+    rule: Rule | None = None
 
 
-def daemon_home(folder: Path, release_root: str, database: str | None = None) -> tuple[Path, dict[str, str]]:
+@dataclass(frozen=True)
+class ObjectStore:
+    """The sample release on a loopback S3 server: its s3:// root, read through the fault ``proxy``."""
+
+    root: str
+    proxy: FaultProxy
+
+
+def daemon_home(
+    folder: Path, release_root: str, database: str | None = None, endpoint: str | None = None
+) -> tuple[Path, dict[str, str]]:
     """A workspace of the code location in ``folder`` and the environment a daemon serving it runs with: a fresh
     DAGSTER_HOME holding the embedded default's dagster.yaml, the store ``database`` (default: a DuckDB file beside
-    it) and a release index beside it."""
+    it), a release index beside it, and, for an s3:// ``release_root``, the S3-compatible ``endpoint`` to read it
+    from, anonymously as Overture's bucket is read."""
     home = folder / "dagster_home"
     home.mkdir()
     shutil.copy(PROJECT / "nakodo_dagster" / "data" / "dagster.yaml", home / "dagster.yaml")
@@ -114,12 +135,13 @@ def daemon_home(folder: Path, release_root: str, database: str | None = None) ->
     location = {"module_name": "nakodo_dagster.definitions", "working_directory": str(folder)}
     workspace.write_text(yaml.safe_dump({"load_from": [{"python_module": location}]}))
     environ = {
-        **{name: value for name, value in os.environ.items() if not name.startswith(("NAKODO_", "DAGSTER_"))},
+        **{name: value for name, value in os.environ.items() if not name.startswith(("NAKODO_", "DAGSTER_", "AWS_"))},
         "DAGSTER_HOME": str(home),
         "NAKODO_DATABASE": database or str(folder / "store.duckdb"),
         "NAKODO_OVERTURE_ROOT": release_root,
         "NAKODO_OVERTURE_RELEASE": "",
         "NAKODO_OVERTURE_INDEX": str(folder / "overture_index"),
+        **({"AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true"} if endpoint else {}),
     }
     return workspace, environ
 
@@ -237,13 +259,24 @@ def failed_run_headlines(instance: dg.DagsterInstance) -> dict[str, str]:
 
 
 class Fleet:
-    """The daemon serving the soak, killed and started again on demand, and the PostgreSQL cluster of its store
-    (None for a DuckDB store), stopped and started again on demand."""
+    """The daemon serving the soak, killed and started again on demand; the PostgreSQL cluster of its store (None
+    for a DuckDB store), stopped and started again on demand; the fault proxy in front of its object store."""
 
     def __init__(
-        self, workspace: Path, environ: dict[str, str], folder: Path, postgres: ThrowawayPostgres | None = None
+        self,
+        workspace: Path,
+        environ: dict[str, str],
+        folder: Path,
+        proxy: FaultProxy,
+        postgres: ThrowawayPostgres | None = None,
     ) -> None:
-        self.workspace, self.environ, self.folder, self.postgres = workspace, environ, folder, postgres
+        self.workspace, self.environ, self.folder, self.proxy, self.postgres = (
+            workspace,
+            environ,
+            folder,
+            proxy,
+            postgres,
+        )
         self.starts = 0
         self._stack = contextlib.ExitStack()
         self.daemon: subprocess.Popen | None = None
@@ -303,25 +336,35 @@ def _landed_at(store: Store, pairs: list[tuple[str, str]], since: float) -> floa
     when a cancel reaches a run that has written its pairs), or None if one has not."""
     if not pairs:
         return None
-    rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
-    landed = [row.imported_at.timestamp() for row in rows if row.release != REQUESTED]
-    if len(landed) < len(set(pairs)):
+    wanted = set(pairs)
+    # The rows of every area with every category: pairs of other runs among them.
+    rows = store.import_rows({a for a, _ in wanted}, {c for _, c in wanted})
+    landed = [
+        row.imported_at.timestamp() for row in rows if (row.area, row.category) in wanted and row.release != REQUESTED
+    ]
+    if len(landed) < len(wanted):
         return None
     return max(*landed, since)
 
 
 def _inject(kind: str, instance: dg.DagsterInstance, store: Store, fleet: Fleet, rng: random.Random) -> Fault | None:
     """One fault of ``kind``, or None when there was nothing for it to hit (no run queued, none running)."""
-    if kind in ("daemon_killed", "postgres_stopped"):
-        # Once imports are running, as in the issue: a restart that hits nothing in flight proves little.
+    if kind in ("daemon_killed", "postgres_stopped", *BURSTS):
+        # Once imports are running: a restart that hits nothing in flight proves little. A burst once an import is
+        # queued: a run reads the release in its first seconds, so the burst meets the next one's read.
+        wanted = dg.DagsterRunStatus.QUEUED if kind in BURSTS else dg.DagsterRunStatus.STARTED
         with contextlib.suppress(RuntimeError):
-            _wait("an import run started", 30, lambda: import_runs(instance, [dg.DagsterRunStatus.STARTED]), fleet)
+            _wait(f"an import run {wanted.value}", 30, lambda: import_runs(instance, [wanted]), fleet)
         in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
         at = time.time()
         if kind == "postgres_stopped":
             seconds = round(rng.uniform(*STORE_STOPPED_SECONDS), 1)
             fleet.stop_store(seconds)
             return Fault(kind, at, pairs=in_flight, seconds=seconds)
+        if kind in BURSTS:
+            # Left to run its course while the schedule goes on: an object store's trouble does not wait its turn.
+            seconds = round(rng.uniform(*BURST_SECONDS), 1)
+            return Fault(kind, at, pairs=in_flight, seconds=seconds, rule=fleet.proxy.add(burst(kind, seconds)))
         fleet.kill()
         # Started again at once, as Kubernetes or a service manager does.
         fleet.start()
@@ -347,14 +390,32 @@ def _inject(kind: str, instance: dg.DagsterInstance, store: Store, fleet: Fleet,
     return Fault(kind, time.time(), run_id=run.run_id, pairs=run_pairs(run))
 
 
+def _hit_pairs(fault: Fault, instance: dg.DagsterInstance) -> list[tuple[str, str]]:
+    """The pairs ``fault`` hit: its run's, or those of the imports in flight when it began and, for one that lasts
+    (the store stopped, a burst), of those started while it lasted."""
+    if fault.seconds is None:
+        return fault.pairs
+    end = fault.at + fault.seconds
+    started = [
+        pair
+        for record in instance.get_run_records(dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}))
+        if record.start_time and fault.at <= record.start_time <= end
+        for pair in run_pairs(record.dagster_run)
+    ]
+    return fault.pairs + started
+
+
 def _recovered(fault: Fault, instance: dg.DagsterInstance, store: Store) -> float | None:
     """When the fleet came back from ``fault`` (seconds since the epoch), or None if it has not: the pairs it hit
-    landed (the daemon's: those of the imports in flight, else the first import after the restart); a paused
-    campaign, once resumed."""
+    landed (``_hit_pairs``; the daemon's: those of the imports in flight, else the first import after the
+    restart); a paused campaign, once resumed."""
     if fault.kind == "campaign_paused":
         return fault.recovered_at
-    if fault.pairs:
-        return _landed_at(store, [pair for pair in fault.pairs if pair in needed_pairs(store)], fault.at)
+    if pairs := _hit_pairs(fault, instance):
+        return _landed_at(store, [pair for pair in pairs if pair in needed_pairs(store)], fault.at)
+    if fault.seconds is not None:
+        # No import ran while it lasted: nothing had to come back but the store or the object store itself.
+        return fault.at + fault.seconds
     ends = [
         record.end_time
         for record in instance.get_run_records(
@@ -451,12 +512,18 @@ def _first_business_waits(store: Store) -> list[float]:
 
 
 def soak(
-    release_root: str, seed: int, campaigns: int, faults: int, folder: Path, postgres: ThrowawayPostgres | None
+    release_root: str,
+    remote: ObjectStore,
+    seed: int,
+    campaigns: int,
+    faults: int,
+    folder: Path,
+    postgres: ThrowawayPostgres | None,
 ) -> dict:
-    """Run the soak in ``folder``, its store on ``postgres`` (a DuckDB file in ``folder`` if None), and return its
-    figures and invariants."""
+    """Run the soak in ``folder``, reading the releases under ``release_root`` from ``remote``, its store on
+    ``postgres`` (a DuckDB file in ``folder`` if None), and return its figures and invariants."""
     rng = random.Random(seed)
-    workspace, environ = daemon_home(folder, release_root, postgres.url if postgres else None)
+    workspace, environ = daemon_home(folder, remote.root, postgres.url if postgres else None, remote.proxy.endpoint)
     store = open_store(environ["NAKODO_DATABASE"])
     store.migrate()
     targetings = _campaigns(rng, campaigns)
@@ -465,7 +532,7 @@ def soak(
     kinds = [met[number % len(met)] for number in range(faults)]
     rng.shuffle(kinds)
     schedule = [(rng.uniform(2, 15), kind) for kind in kinds]
-    fleet = Fleet(workspace, environ, folder, postgres)
+    fleet = Fleet(workspace, environ, folder, remote.proxy, postgres)
     injected: list[Fault] = []
     with dg.DagsterInstance.from_config(str(environ["DAGSTER_HOME"])) as instance:
         # The instance's storage is made before the daemon and its code server start (see bench.daemon).
@@ -541,7 +608,14 @@ def soak(
                 "slots_held_by_ended_runs": len(slots_held_by_ended_runs(instance)),
                 "faults_injected": dict(Counter(f.kind for f in injected)),
                 "faults_survived": dict(Counter(f.kind for f in injected if f.recovered_at is not None)),
-                "store_stopped_seconds": [f.seconds for f in injected if f.kind == "postgres_stopped"],
+                "fault_seconds": {
+                    kind: [f.seconds for f in injected if f.kind == kind]
+                    for kind in {f.kind for f in injected if f.seconds is not None}
+                },
+                "requests_faulted": {
+                    kind: sum(f.rule.hits for f in injected if f.kind == kind)
+                    for kind in {f.kind for f in injected if f.rule is not None}
+                },
                 "seconds_to_recover_max": {
                     kind: round(max(f.recovered_at - f.at for f in injected if f.kind == kind and f.recovered_at), 1)
                     for kind in {f.kind for f in injected if f.recovered_at}
@@ -571,6 +645,21 @@ def _release(root: str | None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def _object_store(release_root: str) -> Iterator[ObjectStore]:
+    """The releases under ``release_root`` on a loopback S3 server, behind the fault proxy."""
+    # moto reads a whole object for each range GET (bench.proxy): the latency proxy, at no latency, answers them
+    # from its copy instead, so that a big release costs the machine what S3's would.
+    with loopback_releases(Path(release_root)) as (root, upstream), LatencyProxy(upstream, 0.0) as copies:
+        # Unbounded: the soak's own deadlines stop a client that retries for ever.
+        proxy, server = start_proxy(copies.url, limit=None)
+        try:
+            yield ObjectStore(root, proxy)
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+@contextlib.contextmanager
 def _store_server(store: str) -> Iterator[ThrowawayPostgres | None]:
     if store == "duckdb":
         yield None
@@ -583,22 +672,28 @@ def _store_server(store: str) -> Iterator[ThrowawayPostgres | None]:
 
 
 def measure_faults(release_root: str | None, seed: int, campaigns: int, faults: int, store: str = "postgres") -> dict:
-    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given), its store
-    on a PostgreSQL cluster of its own (``store`` postgres) or in a DuckDB file (duckdb)."""
+    """The soak on a fresh folder (and a sample release written there unless ``release_root`` is given), read from
+    a loopback S3 server through the fault proxy, its store on a PostgreSQL cluster of its own (``store``
+    postgres) or in a DuckDB file (duckdb)."""
     with (
         _release(release_root) as root,
+        _object_store(root) as remote,
         tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder,
         _store_server(store) as postgres,
     ):
-        return soak(root, seed, campaigns, faults, Path(folder), postgres)
+        return soak(root, remote, seed, campaigns, faults, Path(folder), postgres)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__)
     parser.add_argument("--seed", type=int, default=40, help="seed of the campaigns and the faults' schedule")
     parser.add_argument("--campaigns", type=int, default=40, help="campaigns over the sample release (default 40)")
-    parser.add_argument("--faults", type=int, default=12, help="faults to inject (default 12)")
-    parser.add_argument("--release-root", help="a folder of releases (default: a sample release written here)")
+    # Two of each of the nine kinds.
+    parser.add_argument("--faults", type=int, default=18, help="faults to inject (default 18)")
+    parser.add_argument(
+        "--release-root",
+        help="a folder of releases, served from a loopback S3 server (default: a sample release written here)",
+    )
     parser.add_argument(
         "--store",
         choices=STORES,
@@ -607,6 +702,8 @@ def main(argv: list[str] | None = None) -> None:
         "(default), or a DuckDB file",
     )
     args = parser.parse_args(argv)
+    # moto's server logs every request it answers: thousands of lines that bury the soak's own.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     print(json.dumps(measure_faults(args.release_root, args.seed, args.campaigns, args.faults, args.store), indent=2))
 
 

@@ -702,6 +702,8 @@ def _fault_lines(results: dict) -> list[str]:
     soak = results["faults"]
     kinds = sorted(soak["faults_injected"])
     store = "a PostgreSQL cluster of its own" if soak.get("store") == "postgres" else "DuckDB"
+    # Figures written before the soak read its release from S3 have no requests faulted.
+    remote = " (read from S3 on loopback through a fault proxy)" if "requests_faulted" in soak else ""
     rows = [
         f"| {kind.replace('_', ' ')} | {soak['faults_injected'][kind]} | {soak['faults_survived'].get(kind, 0)} | "
         f"{soak['seconds_to_recover_max'].get(kind, '-')} |"
@@ -711,10 +713,11 @@ def _fault_lines(results: dict) -> list[str]:
         f"## The fleet through its own machinery's faults (measured {_when(results, 'faults')})",
         "",
         f"The real `dagster-daemon` with the embedded default's dagster.yaml, the store on {store}, "
-        f"{soak['campaigns']} campaigns ({soak['pairs_needed']} pairs) over the sample release, faults on a schedule "
-        f"of seed {soak['seed']} "
+        f"{soak['campaigns']} campaigns ({soak['pairs_needed']} pairs) over the sample release{remote}, faults on a "
+        f"schedule of seed {soak['seed']} "
         "(`python -m bench.faults --seed N` replays it). Survived: the pairs the fault hit landed (the daemon's: those "
-        "of the imports in flight when it was killed; a killed worker's or a cancelled run's: its own), timed from "
+        "of the imports in flight when it was killed; a killed worker's or a cancelled run's: its own; the store "
+        "stopped and a burst of the object store's faults: those in flight or started while it lasted), timed from "
         "the fault to the last of them; a paused campaign: resumed.",
         "",
         "| fault | injected | survived | longest to recover (s) |",

@@ -10,7 +10,7 @@ import duckdb
 
 from nakodo_dagster import tags
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
-from nakodo_dagster.overture.faults import ReadFailed, classify
+from nakodo_dagster.overture.faults import ReadFailed, ReadFault, classify
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import (
     REQUESTED,
@@ -154,6 +154,7 @@ def import_or_release_marks(
     stamp: datetime | None,
     release: str | None = None,
     overrun: Overrun | None = None,
+    read_retried: bool = False,
 ) -> ImportOutcome:
     """Import the run. If it fails, its own marks (``stamp``) read as failed at once, so no campaign waits six
     hours on it; if it is cancelled or interrupted, they are taken back, since it never tried to the end.
@@ -162,7 +163,9 @@ def import_or_release_marks(
     ``release``, the release is looked up here, so that a root or release that cannot be read fails the pairs
     like any other failed read. ``overrun`` is when the run passes its maximum runtime and why that fails it: an
     interrupt from then on is run monitoring stopping a stuck run, and its marks read as failed, since asking for
-    the pairs again at once would hold an import slot as long again.
+    the pairs again at once would hold an import slot as long again. ``read_retried`` says the step runs again
+    after a transient fault of the release that outlasted the read's own tries (the object store throttling,
+    resetting connections or stalling for a minute): the marks then stay for that try and ReadFailed is raised.
     """
     try:
         release = release or overture.current_release()
@@ -178,7 +181,11 @@ def import_or_release_marks(
         if store_unreachable(exc):
             # Nothing can be marked in a store out of reach; the step's retry imports under the same marks.
             raise
-        failure = import_failure(run, release, exc)
+        fault = exc.fault if isinstance(exc, ReadFailed) else classify(exc)
+        if read_retried and fault.kind == "transient":
+            # Not the data's fault: marked failed, the pairs would wait 7 days for what the next try fixes.
+            raise ReadFailed(fault) from exc
+        failure = import_failure(run, release, fault)
         if stamp is not None:
             store.mark_failed(run.pairs, stamp, datetime.now(UTC), failure_headline(failure))
         raise failure from exc
@@ -217,10 +224,9 @@ def _end_interrupted(run: ImportRun, store: Store, stamp: datetime | None, overr
             store.take_back(run.pairs, stamp)
 
 
-def import_failure(run: ImportRun, release: str | None, error: Exception) -> dg.Failure:
+def import_failure(run: ImportRun, release: str | None, fault: ReadFault) -> dg.Failure:
     """The step's failure: its first line says what failed, naming the release and the file; then what happens
     next; the failed pairs and the file as metadata."""
-    fault = error.fault if isinstance(error, ReadFailed) else classify(error)
     pairs = sorted(run.pairs)
     first = pairs[0]
     where = f"Overture release {release}" if release else "The Overture release could not be found"

@@ -14,7 +14,7 @@ from nakodo_dagster.assets.places import (
     run_overrun,
     run_stamp,
 )
-from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, store_outage_retried
+from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried, retries_left
 from nakodo_dagster.placement import IMPORT_MAX_RUNTIME_MINUTES, ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.words import plural
@@ -37,9 +37,14 @@ def import_block(
     """Read one 4 x 4 block (or one country) from the release and replace the pairs it reserved."""
     run = ImportRun.from_payload(config.model_dump())
     context.log.info(f"Reading {plural(len(run.pairs), 'pair')} in box {run.bbox}")
-    with store_outage_retried(context):
+    with passing_faults_retried(context):
         outcome = import_or_release_marks(
-            run, store.store, overture, run_stamp(context.run), overrun=run_overrun(context)
+            run,
+            store.store,
+            overture,
+            run_stamp(context.run),
+            overrun=run_overrun(context),
+            read_retried=retries_left(context),
         )
     context.log.info(
         f"Wrote {plural(sum(p.rows for p in outcome.pairs), 'place')} from release {outcome.release} "

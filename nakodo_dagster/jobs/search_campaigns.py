@@ -9,7 +9,7 @@ from pydantic import Field
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns
-from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, store_outage_retried
+from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried
 from nakodo_dagster.partitions import apply_partitions_requests, campaign_partition, campaign_partitions_requests
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.words import plural
@@ -33,7 +33,7 @@ def search_due_campaigns(
     context: dg.OpExecutionContext, config: SearchBatchConfig, store: StoreResource, overture: OvertureResource
 ) -> None:
     """Search every campaign of the batch; one ``campaign_search`` materialisation per campaign."""
-    with store_outage_retried(context):
+    with passing_faults_retried(context):
         _search_batch(context, config, store, overture)
 
 

@@ -11,6 +11,8 @@ from typing import TypeVar
 
 import pyarrow as pa
 
+from nakodo_dagster.words import plural
+
 T = TypeVar("T")
 
 READ_ATTEMPTS = 4
@@ -33,6 +35,11 @@ _TRANSIENT_WORDS = (
     "internal server error",
     "bad gateway",
     "gateway timeout",
+    # DuckDB's httpfs reads through curl, which names a connection reset or closed mid-answer by what it missed.
+    "failure when receiving data from the peer",
+    "failure when sending data to the peer",
+    "empty reply from server",
+    "connection closed",
 )
 _SERVER_STATUS = re.compile(r"\b(429|5\d\d)\b")
 _PARQUET_FILE = re.compile(r"([\w.=-]+\.parquet)\b")
@@ -58,7 +65,8 @@ class ReadFault:
         if self.kind == "schema":
             return f"{file} has columns the reader does not know ({_first_line(self.error)})"
         if self.kind == "transient":
-            return f"{file} could not be fetched after {self.attempts} tries ({_first_line(self.error)})"
+            tries = plural(self.attempts, "try", "tries")
+            return f"{file} could not be fetched after {tries} ({_first_line(self.error)})"
         return f"reading {file} failed: {_first_line(self.error)}"
 
 

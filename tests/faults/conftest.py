@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy, start_proxy
 from overture_helpers import PREFIX, s3_client, upload_releases
 
+from bench.fault_proxy import FaultProxy, start_proxy
 from bench.throwaway_postgres import ThrowawayPostgres, start_throwaway_postgres
 
 WORKER = Path(__file__).with_name("fault_worker.py")

@@ -11,7 +11,7 @@ import psycopg2
 import pytest
 from fault_helpers import backends_waiting, execute, failure_text, marks, request_pairs, tick, wait_until
 
-from nakodo_dagster.jobs import STORE_RETRY_SECONDS
+from nakodo_dagster.jobs import STEP_RETRY_SECONDS
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import FRESH_DAYS, Cutoffs, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -79,7 +79,7 @@ def test_an_import_that_meets_the_store_stopped_tries_again_and_lands(instance, 
     [request] = tick(instance, resources).run_requests
     # Stopped as a crash stops it, for less than a retry's pause: the step's first try meets nothing answering.
     private_postgres.halt()
-    restart = threading.Timer(STORE_RETRY_SECONDS / 2, private_postgres.start)
+    restart = threading.Timer(STEP_RETRY_SECONDS / 2, private_postgres.start)
     restart.start()
     started = time.monotonic()
     try:
@@ -88,7 +88,7 @@ def test_an_import_that_meets_the_store_stopped_tries_again_and_lands(instance, 
         restart.join()
 
     assert result.success, failure_text(result)
-    assert time.monotonic() - started >= STORE_RETRY_SECONDS, "the step ran again after its pause"
+    assert time.monotonic() - started >= STEP_RETRY_SECONDS, "the step ran again after its pause"
     [row] = store.import_rows(*zip(*request_pairs(request), strict=True))
     assert row.failure is None and Cutoffs.at(datetime.now(UTC)).row_state(row) == "fresh"
     assert "The store could not be reached" in "".join(

@@ -1,8 +1,10 @@
-"""The remote release misbehaves: errors that pass, a server that hangs, broken files, a release that goes away.
+"""The remote release misbehaves: errors that pass, bursts of throttling, resets and stalls that outlast the read's
+own tries, a server that hangs, broken files, a release that goes away.
 
-The S3 server is real (moto on loopback) and so is the fault: a proxy in front of it answers 500 / 503, stalls
-or lets the server change under the client. A failed re-import keeps the previous places and its mark, which
-reads as failed at once (7-day block); Dagster shows the run failed.
+The S3 server is real (moto on loopback) and so is the fault: a proxy in front of it answers 500 / 503, resets
+connections, stalls or lets the server change under the client. A burst the step's retry outlasts lands under the
+run's marks; a failed re-import keeps the previous places and its mark, which reads as failed at once (7-day
+block); Dagster shows the run failed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -24,11 +27,12 @@ from fault_helpers import (
     stored_places,
     tick,
 )
-from fault_proxy import Rule
 from overture_helpers import CURRENT as RELEASE
 
+from bench.fault_proxy import BURSTS, Rule, burst
 from bench.independent import expected_rows
-from nakodo_dagster import tags
+from nakodo_dagster import jobs, tags
+from nakodo_dagster.jobs import STEP_RETRY_SECONDS
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.overture import duck
 from nakodo_dagster.placement import ImportRun, PointLocation, Targeting
@@ -65,6 +69,39 @@ def test_errors_that_pass_are_retried_and_the_import_succeeds(instance, resource
     assert marks(store, LEEDS) == []
 
 
+# Longer than the read's own tries ride out (shortened below), shorter than the step's pause.
+BURST_SECONDS = 8
+
+
+@pytest.mark.parametrize("kind", list(BURSTS))
+def test_a_burst_past_the_reads_tries_is_tried_again_in_the_run_and_lands(
+    instance, resources, remote_release, release_root, monkeypatch, kind
+):
+    store = resources["store"].store
+    campaign = store.add_campaign("Leeds", LEEDS)
+    [request] = tick(instance, resources).run_requests
+    # A stall costs the read its timeout per request: short ones, and fewer, keep the test short.
+    monkeypatch.setattr(duck, "HTTP_TIMEOUT_S", 1)
+    monkeypatch.setattr(duck, "HTTP_RETRIES", 1)
+    remote_release.proxy.add(burst(kind, BURST_SECONDS))
+    started = time.monotonic()
+
+    result = execute(instance, resources, request)
+
+    assert result.success, failure_text(result)
+    assert time.monotonic() - started >= STEP_RETRY_SECONDS, "the step ran again after its pause"
+    assert remote_release.proxy.faults() > 0
+    run = ImportRun.from_payload(import_payload(request.run_config))
+    held = stored_places(store, request_pairs(request))
+    expected = expected_rows(Path(release_root), RELEASE, run)
+    assert {place_id for pair in held.values() for place_id, _ in pair} == {row[0] for row in expected}
+    assert marks(store, LEEDS) == [], "landed under the run's marks"
+    assert states(store, campaign) == (0, {"loaded"}), "nothing read as failed"
+    assert "The Overture release could not be read" in "".join(
+        record.event_log_entry.user_message for record in instance.get_records_for_run(result.run_id).records
+    )
+
+
 def _replace_objects(remote, change) -> None:
     """Rewrite every object of the release on the server (its ETag changes, as a rewritten file's would)."""
     listed = remote.client.list_objects_v2(Bucket=remote.bucket, Prefix=f"release/{RELEASE}/")
@@ -86,14 +123,16 @@ def _delete_release(remote) -> None:
 
 
 def _hang(remote, monkeypatch) -> None:
-    # A short timeout keeps the test short; the production values are duck's constants.
+    # A short timeout and one retry of the step keep the test short; the production values are duck's and jobs'.
     monkeypatch.setattr(duck, "HTTP_TIMEOUT_S", 1)
     monkeypatch.setattr(duck, "HTTP_RETRIES", 1)
+    monkeypatch.setattr(jobs, "STEP_RETRIES", 1)
+    monkeypatch.setattr(jobs, "STEP_RETRY_SECONDS", 1)
     remote.proxy.add(Rule("listing", 20, stall_s=3))
 
 
 FAULTS = {
-    "server hangs past the timeout": (_hang, r"Timeout was reached"),
+    "server hangs past the timeout and the step's retry": (_hang, r"Timeout was reached"),
     "truncated files": (
         lambda remote, _: _replace_objects(remote, lambda body: body[: len(body) // 2]),
         r"is not a Parquet file",

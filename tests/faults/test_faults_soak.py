@@ -1,6 +1,7 @@
 """The fault soak's checks, each shown to catch what it checks on a store and an instance broken by hand, and a
-short soak through its command (bench.faults: the real daemon, the store on a PostgreSQL cluster of its own): every
-fault survived, the store's PostgreSQL stopped among them, every invariant holding."""
+short soak through its command (bench.faults: the real daemon, the store on a PostgreSQL cluster of its own, the
+release read from S3 on loopback through the fault proxy): every fault survived, the store's PostgreSQL stopped and
+the object store's bursts among them, every invariant holding."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from fault_helpers import execute, tick
 from overture_helpers import CURRENT as RELEASE
 
+from bench.fault_proxy import BURSTS
 from bench.faults import (
+    KINDS,
     broken_invariants,
     campaign_mismatches,
     coverage_against_recount,
@@ -165,11 +168,13 @@ def test_each_failed_import_run_is_found_with_its_headline(instance, duckdb_url,
 @pytest.mark.slow
 def test_a_short_soak_survives_its_faults_and_every_invariant_holds():
     # One fault of each kind, the store's PostgreSQL stopped among them: the soak starts a cluster of its own.
-    command = [sys.executable, "-m", "bench.faults", "--seed", "3", "--campaigns", "6", "--faults", "6"]
+    command = [sys.executable, "-m", "bench.faults", "--seed", "3", "--campaigns", "6", "--faults", str(len(KINDS) + 1)]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert finished.returncode == 0, finished.stderr[-3000:]
     soak = json.loads(finished.stdout)
     assert soak["invariants_broken"] == [], soak
     assert soak["store"] == "postgres" and soak["faults_injected"].get("postgres_stopped") == 1, soak
-    assert sum(soak["faults_injected"].values()) >= 4, soak
+    assert all(soak["faults_injected"].get(kind) == 1 for kind in BURSTS), soak
+    assert sum(soak["requests_faulted"].values()) > 0, "the bursts met the object store's requests"
+    assert sum(soak["faults_injected"].values()) >= 7, soak
     assert soak["campaign_businesses"]["campaigns"] == 6 and soak["campaign_businesses"]["businesses"] > 0

@@ -28,6 +28,8 @@ def _flaky(failures: list[BaseException]):
         TimeoutError("timed out"),
         OSError("Generic S3 error: 503 Service Unavailable"),
         OSError("Generic S3 error: SlowDown: Please reduce your request rate"),
+        # DuckDB's words for a connection reset mid-request, as the fault proxy's reset draws them.
+        OSError("IO Error: Failure when receiving data from the peer error for HTTP GET to 'http://127.0.0.1:9/b/'"),
     ],
 )
 def test_a_transient_fault_is_tried_again_with_a_doubling_pause(error):
