@@ -659,7 +659,6 @@ class Store(ABC):
         counted = _count_progress_whole(tx, everyone=from_scratch)
         through = {f"{name}_through": at for name, at in vouched.items()}
         tx.run(sql.KEEP_COVERAGE_COUNTED, counted_at=now, **through)
-        tx.run(sql.KEEP_IMPORT_RANGES, **through)
         [(recounted,)] = tx.rows(sql.RECOUNTED)
         tx.keep_coverage_statistics(recounted)
         return _Recount(recounted, moved + counted)

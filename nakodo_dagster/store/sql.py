@@ -1094,7 +1094,11 @@ SET state = excluded.state, release = excluded.release, imported_at = excluded.i
 
 RECOUNTED = "SELECT count(*) FROM restated"
 
-KEEP_COVERAGE_COUNTED = "UPDATE coverage_counted SET counted_at = $counted_at, needs_through = $needs_through"
+KEEP_COVERAGE_COUNTED = """
+UPDATE coverage_counted
+SET counted_at = $counted_at, needs_through = $needs_through, imports_through = $imports_through,
+    fresh_through = $fresh_through, coming_through = $coming_through, retry_through = $retry_through
+"""
 
 COVERAGE_COUNTS = "SELECT state, pairs FROM coverage_counts"
 
