@@ -71,6 +71,7 @@ from nakodo_dagster.overture.sample import CITIES, write_sample_release
 from nakodo_dagster.placement import REQUESTED, Cutoffs, PointLocation, Targeting, areas_for
 from nakodo_dagster.placement import import_runs as runs_for_pairs
 from nakodo_dagster.plan_config import plan_named
+from nakodo_dagster.sensors.failure_sensor import run_failure_headline
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.store import Store, open_store
 from nakodo_dagster.store.models import PAIR_STATES, Campaign
@@ -334,8 +335,9 @@ def campaign_mismatches(store: Store, release_root: Path, elsewhere: Mapping[str
 
 def failure_headline(instance: dg.DagsterInstance, run_id: str) -> str:
     """Why a failed run failed, in the one line the project keeps with its pairs: its failed step's own words (a
-    dg.Failure's description, as places.failure_headline), else that step's error, else its run failure's
-    (run monitoring's words for a worker that died, as the failure sensor keeps them); empty if none says."""
+    dg.Failure's description, as places.failure_headline), else that step's error, else its run failure's, as the
+    failure sensor keeps it (run monitoring's words for a worker that died; Dagster's and the exception's for a
+    run that failed outside its steps); empty if none says."""
     steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
     runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
     texts = [
@@ -343,7 +345,7 @@ def failure_headline(instance: dg.DagsterInstance, run_id: str) -> str:
             (failure.user_failure_data.description if failure.user_failure_data else None) or failure.error.message
             for failure in (record.event_log_entry.dagster_event.step_failure_data for record in steps)
         ),
-        *(record.event_log_entry.dagster_event.message for record in runs),
+        *(run_failure_headline(record.event_log_entry.dagster_event) for record in runs),
     ]
     return next((text.strip().splitlines()[0] for text in texts if text and text.strip()), "")
 
