@@ -244,6 +244,7 @@ def test_a_rewritten_release_file_rebuilds_the_index(sample_root, tmp_path):
     assert 0 < after.table.num_rows < before.table.num_rows
 
 
+@pytest.mark.faults
 def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_once_restored(sample_root, tmp_path):
     root = tmp_path / "root"
     folder = root / CURRENT / "theme=places" / "type=place"
@@ -269,6 +270,7 @@ def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_on
     assert read_places(run, str(root), CURRENT, index_dir=tmp_path / "index").table.equals(before.table)
 
 
+@pytest.mark.faults
 def test_a_release_file_unreadable_from_its_first_read_is_not_a_passing_fault(sample_root, tmp_path):
     root = tmp_path / "root"
     folder = root / CURRENT / "theme=places" / "type=place"
