@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
     parser.add_argument("--faults-campaigns", type=int, default=300, help="campaigns of the fault soak (default 300)")
     parser.add_argument("--faults-accounts", type=int, default=6, help="accounts of the fault soak (default 6)")
-    parser.add_argument("--faults-count", type=int, default=28, help="faults the soak injects (default 28)")
+    parser.add_argument("--faults-count", type=int, default=26, help="faults the soak injects (default 26)")
     parser.add_argument(
         "--postgres",
         default="postgresql://postgres@127.0.0.1:5432/test",
