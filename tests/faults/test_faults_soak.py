@@ -186,7 +186,7 @@ def test_a_short_soak_survives_its_faults_and_every_invariant_holds():
         *(sys.executable, "-m", "bench.faults", "--seed", "3", "--campaigns", "6", "--accounts", "2"),
         *("--faults", str(len(SHORT_KINDS)), "--kinds", ",".join(SHORT_KINDS)),
     ]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert finished.returncode == 0, finished.stderr[-3000:]
     soak = json.loads(finished.stdout)
     assert soak["invariants_broken"] == [], soak
