@@ -164,6 +164,26 @@ class Transaction(ABC):
         up to date if they no longer describe it."""
 
 
+def _reline(tx: Transaction, rule: dict[str, Any]) -> int:
+    """Work out again the kept demand (line_demand) and missing pairs (line_pairs) of the oldest noted blocks, at
+    most LINE_BLOCKS_PER_LOOK, campaigns' first blocks first; returns how many were looked at."""
+    tx.run(sql.CREATE_RELINED, blocks=LINE_BLOCKS_PER_LOOK)
+    tx.analyze("relined")
+    [(relined,)] = tx.rows(sql.RELINED)
+    tx.run(sql.CREATE_RELINED_NEEDED, **rule)
+    tx.run(sql.CREATE_RELINED_BLOCKS)
+    tx.analyze("relined_blocks")
+    tx.run(sql.FORGET_RELINED_DEMAND)
+    tx.run(sql.KEEP_WHOLE_BLOCKS_DEMAND)
+    [(partial,)] = tx.rows(sql.PARTIAL_BLOCKS)
+    if partial:
+        tx.run(sql.KEEP_PARTIAL_BLOCKS_DEMAND)
+    tx.run(sql.FORGET_RELINED_PAIRS)
+    tx.run(sql.KEEP_RELINED_PAIRS)
+    tx.run(sql.LEAVE_RELINED)
+    return relined
+
+
 def _pair_params(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     # Unique, as DuckDB refuses to update one row twice in a statement. Not sorted: the order rows are locked in
     # is the statement's (the reservation sorts in SQL), and sorting a big tick's pairs in Python took a second.
@@ -505,14 +525,7 @@ class Store(ABC):
                 # The coverage count notes the blocks whose pairs changed since it last counted: only those are
                 # looked at again, and the fleet's kept demand lined up.
                 self._recount_coverage(tx, now)
-                tx.run(sql.CREATE_RELINED, blocks=LINE_BLOCKS_PER_LOOK)
-                tx.analyze("relined")
-                [(relined,)] = tx.rows(sql.RELINED)
-                tx.run(sql.FORGET_RELINED_DEMAND)
-                tx.run(sql.KEEP_RELINED_DEMAND, **rule, **campaigns)
-                tx.run(sql.FORGET_RELINED_PAIRS)
-                tx.run(sql.KEEP_RELINED_PAIRS, **rule)
-                tx.run(sql.LEAVE_RELINED)
+                relined = _reline(tx, rule)
                 tx.run(sql.line_up("line_demand", "line_pairs"))
             elif relook:
                 tx.run(sql.CREATE_MISSING, **rule, **campaigns)
