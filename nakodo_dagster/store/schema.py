@@ -391,6 +391,50 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             for name in ("imports", "fresh", "coming", "retry")
         ),
     ),
+    (
+        15,
+        (
+            # The drift gate (nakodo_dagster.drift): a pair whose newer release moved too far from the places it
+            # holds keeps those places, and the new release's rows wait here with the numbers that held them, until
+            # an analyst accepts them (Store.accept_held) or a later read of the pair passes or is held in their
+            # stead. kept_release is the release whose places campaigns keep meanwhile.
+            """
+            CREATE TABLE held_imports (
+                area TEXT NOT NULL,
+                category TEXT NOT NULL,
+                release TEXT NOT NULL,
+                kept_release TEXT NOT NULL,
+                places_before INTEGER NOT NULL,
+                places_after INTEGER NOT NULL,
+                places_kept INTEGER NOT NULL,
+                confidence_before DOUBLE PRECISION,
+                confidence_after DOUBLE PRECISION,
+                reasons TEXT NOT NULL,
+                held_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (area, category)
+            )
+            """,
+            # The held rows themselves, as places would hold them: accepting needs no read of a release that may
+            # be offline by then (Overture keeps two).
+            """
+            CREATE TABLE held_places (
+                area TEXT NOT NULL,
+                category TEXT NOT NULL,
+                id TEXT NOT NULL,
+                name TEXT,
+                lat DOUBLE PRECISION NOT NULL,
+                lng DOUBLE PRECISION NOT NULL,
+                confidence DOUBLE PRECISION,
+                address TEXT,
+                country TEXT,
+                websites TEXT,
+                phones TEXT,
+                release TEXT NOT NULL,
+                PRIMARY KEY (area, category, id)
+            )
+            """,
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.
