@@ -92,6 +92,11 @@ class PairDrift:
         )
 
 
+def accept_command(area: str, category: str) -> str:
+    """The command an analyst runs to accept a held pair."""
+    return f"nakodo imports accept {area} {category}"
+
+
 def release_order(name: str) -> tuple[str, int]:
     """A release name's place in time: its date, then its number (``2026-11-18.10`` after ``2026-11-18.9``)."""
     match = RELEASE_PATTERN.fullmatch(name)
