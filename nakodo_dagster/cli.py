@@ -826,6 +826,15 @@ def imports_accept(area: str, category: str) -> None:
         f"Accepted release {drift.release} for {category} in {area}: its {drift.after:,} places replace release "
         f"{drift.kept_release}'s {drift.before:,} ({drift.in_words()}). Held because: {accepted.reasons}."
     )
+    # Dagster is imported only here: the other `imports` commands start fast without it.
+    import dagster as dg
+
+    from nakodo_dagster.assets.places import NEW_RELEASE_WITHIN_DRIFT_GATE, record_accepted
+
+    home = dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        record_accepted(instance, accepted)
+    click.echo(f"The pair's check {NEW_RELEASE_WITHIN_DRIFT_GATE} passes again in the Dagster instance at {home}.")
 
 
 def _utc(moment: datetime) -> str:

@@ -44,6 +44,8 @@ class ImportOutcome:
     """Pairs the drift gate compared: read from a newer release than the places they held."""
     held: dict[tuple[str, str], HeldImport] = field(default_factory=dict)
     """Compared pairs whose new rows the gate held: they keep their places and release."""
+    accepted: bool = False
+    """An analyst's re-import: compared pairs landed whatever the gate's limits."""
 
 
 def execute_import(
@@ -53,14 +55,15 @@ def execute_import(
     release: str,
     stamp: datetime | None,
     gate: DriftLimits | None = None,
+    accept: bool = False,
 ) -> ImportOutcome:
     """Read the run's box (no store lock held meanwhile), then write its pairs in one short transaction, dated
     when it commits; ``stamp`` is the run's own marks' (None: it holds none). A transient fault of the read is
     tried again with backoff; ReadFailed says what failed for good. With ``gate``, pairs whose newer release moved
-    past its limits are held (``Store.write_import``); None accepts every pair's rows."""
+    past its limits are held (``Store.write_import``), unless ``accept``: then they are measured and land."""
     started = time.perf_counter()
     read = read_with_retries(lambda: overture.read(run, release))
-    written = store.write_import(run, release, read.table, stamp=stamp, gate=gate)
+    written = store.write_import(run, release, read.table, stamp=stamp, gate=gate, accept=accept)
     seconds = time.perf_counter() - started
     return ImportOutcome(
         run,
@@ -71,6 +74,7 @@ def execute_import(
         written.replaced_marks,
         written.compared,
         written.held,
+        accept,
     )
 
 

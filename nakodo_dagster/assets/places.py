@@ -10,7 +10,7 @@ import duckdb
 from pydantic import Field
 
 from nakodo_dagster import tags
-from nakodo_dagster.drift import accept_command
+from nakodo_dagster.drift import PairDrift, accept_command
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
 from nakodo_dagster.overture.faults import ReadFailed, ReadFault, classify
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
@@ -26,6 +26,7 @@ from nakodo_dagster.placement import (
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.settings import drift_limits
 from nakodo_dagster.store import Store, store_unreachable
+from nakodo_dagster.store.models import HeldImport
 from nakodo_dagster.words import plural
 
 PLACES = dg.AssetKey("places")
@@ -134,7 +135,19 @@ def _within_drift_gate(outcome: ImportOutcome, pair: PairReport) -> dict[str, ob
     if drift is None:
         return None
     held = outcome.held.get(key)
-    metadata: dict[str, object] = {
+    metadata = _drift_numbers(drift)
+    metadata["held"] = held is not None
+    if held:
+        metadata["why"] = held.reasons
+        metadata["accept"] = accept_command(pair.area, pair.category)
+    if outcome.accepted:
+        metadata["accepted"] = "re-imported by hand with accept: true, whatever the limits"
+    return {"passed": held is None, "severity": dg.AssetCheckSeverity.WARN, "metadata": metadata}
+
+
+def _drift_numbers(drift: PairDrift) -> dict[str, object]:
+    """A compared pair's numbers, as the drift check shows them."""
+    return {
         "release": drift.release,
         "compared_with": drift.kept_release,
         "places_before": drift.before,
@@ -143,12 +156,27 @@ def _within_drift_gate(outcome: ImportOutcome, pair: PairReport) -> dict[str, ob
         "kept_by_id": f"{drift.kept_share:.1%}",
         "median_confidence_before": "none" if drift.confidence_before is None else round(drift.confidence_before, 4),
         "median_confidence_after": "none" if drift.confidence_after is None else round(drift.confidence_after, 4),
-        "held": bool(held),
     }
-    if held:
-        metadata["why"] = held.reasons
-        metadata["accept"] = accept_command(pair.area, pair.category)
-    return {"passed": held is None, "severity": dg.AssetCheckSeverity.WARN, "metadata": metadata}
+
+
+def record_accepted(instance: dg.DagsterInstance, accepted: HeldImport) -> None:
+    """Record, without a run, that an analyst accepted the held pair from the command line: its drift check passes
+    again in the UI, with the numbers it was held for."""
+    metadata = _drift_numbers(accepted.drift)
+    metadata |= {
+        "held": False,
+        "accepted": f"by `{accept_command(accepted.area, accepted.category)}`, held for: {accepted.reasons}",
+    }
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(
+            asset_key=PLACES,
+            check_name=NEW_RELEASE_WITHIN_DRIFT_GATE,
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata=metadata,
+            partition=str(places_partition(accepted.area, accepted.category)),
+        )
+    )
 
 
 def held_warning(outcome: ImportOutcome) -> str | None:
@@ -245,12 +273,12 @@ def import_or_release_marks(
     the pairs again at once would hold an import slot as long again. ``read_retried`` says the step runs again
     after a transient fault of the release that outlasted the read's own tries (the object store throttling,
     resetting connections or stalling for a minute): the marks then stay for that try and ReadFailed is raised.
-    ``accept`` lands every pair's rows whatever the drift gate would say (an analyst's accepted re-import).
+    ``accept`` lands every pair's rows whatever the drift gate says (an analyst's accepted re-import), measured.
     """
-    gate = None if accept else drift_limits()
+    gate = drift_limits()
     try:
         release = release or overture.current_release()
-        return execute_import(run, store, overture, release, stamp, gate)
+        return execute_import(run, store, overture, release, stamp, gate, accept)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         _end_interrupted(run, store, stamp, overrun)
         raise

@@ -686,6 +686,7 @@ class Store(ABC):
         *,
         stamp: datetime | None = None,
         gate: DriftLimits | None = None,
+        accept: bool = False,
     ) -> WrittenImport:
         """Replace the places of the run's pairs and record the release, all at once.
 
@@ -695,8 +696,8 @@ class Store(ABC):
 
         With ``gate``, a pair that holds places of an older release is measured against the new rows first
         (``drift``); past the limits, its new rows are held (``held_imports``) and it keeps its places and release,
-        dated now. Without, every pair is replaced: an accepted re-import. Either way a pair whose rows land has
-        nothing held any more.
+        dated now, unless ``accept`` (an analyst's re-import, measured all the same). Without a gate nothing is
+        measured. A pair whose rows land has nothing held any more.
         """
         if not isinstance(release, str) or not release or release == REQUESTED:
             raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
@@ -714,7 +715,7 @@ class Store(ABC):
             # re-materialisation) waits for this one and then replaces its places rather than colliding with them.
             recorded = tx.rows(sql.RECORD_IMPORTS, **params, release=release, now=written_at)
             compared = drift_gate.measure(tx, params, release) if gate is not None else {}
-            holding = drift_gate.hold(tx, compared, gate, written_at) if gate is not None else {}
+            holding = drift_gate.hold(tx, compared, gate, written_at) if gate is not None and not accept else {}
             landing = _pair_params(pair for pair in run.pairs if pair not in holding) if holding else params
             if landing["areas"]:
                 drift_gate.forget(tx, landing)

@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
+from dagster._core.event_api import PartitionKeyFilter
 from overture_helpers import CURRENT, PREVIOUS
 
 from bench.independent import expected_rows
@@ -83,6 +84,14 @@ def _ids(store, area: str, category: str) -> set[str]:
         lambda tx: tx.rows("SELECT id FROM places WHERE area = $a AND category = $c", a=area, c=category)
     )
     return {row[0] for row in rows}
+
+
+def _drift_check(instance, area: str, category: str) -> str:
+    """The latest status of the pair's drift check: SUCCEEDED, FAILED, or none if never evaluated."""
+    key = dg.AssetCheckKey(PLACES, NEW_RELEASE_WITHIN_DRIFT_GATE)
+    partition = PartitionKeyFilter(key=str(places_partition(area, category)))
+    record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key], partition).get(key)
+    return record.status.value if record else "none"
 
 
 def _search(instance, resources: dict, campaign_id: int) -> set[str]:
@@ -154,6 +163,7 @@ def test_a_bad_release_is_held_until_an_analyst_accepts_it(instance, database_ur
     assert centre_bakery.metadata["places_after"].value == bakery.after
     assert centre_bakery.metadata["accept"].value == f"nakodo imports accept {CENTRE} bakery"
     assert evaluations[str(places_partition(CENTRE, "cafe"))].passed
+    assert [_drift_check(instance, CENTRE, c) for c in ("bakery", "cafe", "pub")] == ["FAILED", "SUCCEEDED", "FAILED"]
     tagged = [r.dagster_run.tags.get(tags.HELD) for r in later]
     assert any(tag and "bakery in cell:48.5,2" in tag for tag in tagged)
     (materialisation,) = [
@@ -184,6 +194,8 @@ def test_a_bad_release_is_held_until_an_analyst_accepts_it(instance, database_ur
     assert f"Accepted release {CURRENT} for pub in {CENTRE}: its {pub.after:,} places replace" in accepted.stdout
     current_pubs = {r[0] for r in expected_rows(two_releases, CURRENT, runs[0]) if r[2] == "pub" and r[10] == CENTRE}
     assert _ids(store, CENTRE, "pub") == current_pubs
+    # The command recorded the acceptance in the Dagster instance (DAGSTER_HOME): the UI's check passes again.
+    assert _drift_check(instance, CENTRE, "pub") == "SUCCEEDED"
     # ... and the bakeries by materialising their partition with the accept config, as from the UI's launchpad.
     result = dg.materialize(
         [places],
@@ -198,6 +210,10 @@ def test_a_bad_release_is_held_until_an_analyst_accepts_it(instance, database_ur
         r[0] for r in expected_rows(two_releases, CURRENT, runs[0]) if r[2] == "bakery" and r[10] == CENTRE
     }
     assert _ids(store, CENTRE, "bakery") == current_bakeries
+    (check,) = [e for e in result.get_asset_check_evaluations() if e.check_name == NEW_RELEASE_WITHIN_DRIFT_GATE]
+    assert check.passed and check.metadata["places_after"].value == len(current_bakeries)
+    assert "accept: true" in check.metadata["accepted"].value
+    assert _drift_check(instance, CENTRE, "bakery") == "SUCCEEDED"
     assert {(h.area, h.category) for h in store.held_imports()} == expected_held - {(CENTRE, "pub"), (CENTRE, "bakery")}
     # The next search adds the accepted pubs within the radius.
     assert (_search(instance, resources, campaign) - after_search) & (current_pubs - old[(CENTRE, "pub")])
