@@ -48,9 +48,11 @@ def import_block(
             overrun=run_overrun(context),
             read_retried=retries_left(context),
         )
+    landed = [p for p in outcome.pairs if (p.area, p.category) not in outcome.held]
     context.log.info(
-        f"Wrote {plural(sum(p.rows for p in outcome.pairs), 'place')} from release {outcome.release} "
+        f"Wrote {plural(sum(p.rows for p in landed), 'place')} from release {outcome.release} "
         f"in {outcome.seconds:.1f} s"
+        + (f"; held {plural(len(outcome.held), 'pair')} at the drift gate" if outcome.held else "")
     )
     for warning in (replaced_marks_warning(outcome), held_warning(outcome)):
         if warning:
