@@ -14,6 +14,7 @@ from store_helpers import NOW, imports_table, place_ids, places_table, query, ru
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.placement import FRESH_DAYS, import_needs, parse_area_key
 
 OLD, NEW, NEXT = "2026-10-15.0", "2026-11-18.0", "2026-12-16.0"
 CELL = "cell:53.5,-2"
@@ -152,3 +153,30 @@ def test_version_15_upgrades_a_store_that_holds_imports(database_url):
     assert store.schema_version() == 15
     store.write_import(run, NEW, places_table(_places("cafe", range(3))), NOW, gate=LIMITS)
     assert [h.drift.before for h in store.held_imports()] == [30]
+
+
+def test_an_accepted_re_import_is_measured_and_lands(store):
+    run = run_for([(CELL, "pub")])
+    store.write_import(run, OLD, places_table(_places("pub", range(40))), NOW - timedelta(days=40))
+    written = store.write_import(run, NEW, places_table(_places("pub", range(4))), NOW, gate=LIMITS, accept=True)
+    assert written.compared[(CELL, "pub")].after == 4 and written.held == {}
+    assert place_ids(store, CELL, "pub") == {f"p{i}" for i in range(4)}
+    assert imports_table(store)[(CELL, "pub")] == (NEW, 4, NOW)
+
+
+def test_a_held_pair_is_fresh_not_failed_and_read_again_after_fresh_days(store):
+    run = run_for([(CELL, "pub")])
+    store.write_import(run, OLD, places_table(_places("pub", range(40))), NOW - timedelta(days=40))
+    store.write_import(run, NEW, places_table(_places("pub", range(4))), NOW, gate=LIMITS)
+    rows = store.import_rows([CELL], ["pub"])
+    areas = {CELL: parse_area_key(CELL)}
+    for days, missing in ((0, {}), (FRESH_DAYS - 1, {}), (FRESH_DAYS, {CELL: ["pub"]})):
+        needs = import_needs(areas, ["pub"], rows, NOW + timedelta(days=days))
+        assert (needs.missing, needs.coming) == (missing, set()), days
+    # The reservation's compare-and-set agrees: nothing to take before FRESH_DAYS, the pair after.
+    assert store.reserve({CELL: ["pub"]}, NOW + timedelta(days=1), NOW + timedelta(days=1)) == {}
+    later = NOW + timedelta(days=FRESH_DAYS)
+    assert store.reserve({CELL: ["pub"]}, later, later) == {CELL: ["pub"]}
+    # Marked for the next read, the pair still holds its places and what was held.
+    assert place_ids(store, CELL, "pub") == {f"p{i}" for i in range(40)}
+    assert [h.drift.after for h in store.held_imports()] == [4]
