@@ -10,7 +10,16 @@ from datetime import timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from store_helpers import NOW, imports_table, place_ids, places_table, query, run_for, store_at_version
+from store_helpers import (
+    NOW,
+    imports_table,
+    place_ids,
+    places_table,
+    query,
+    run_for,
+    store_at_version,
+    writing_before_version_15,
+)
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
@@ -132,24 +141,10 @@ def test_a_later_release_that_passes_replaces_what_was_held(store):
 
 def test_version_15_upgrades_a_store_that_holds_imports(database_url):
     store = store_at_version(database_url, 14)
-    # Loaded as version 14 left a pair: its places and its row.
-    query(
-        store,
-        "INSERT INTO places (area, category, id, lat, lng, confidence, release) "
-        "SELECT $area, 'cafe', 'p' || i, 53.7, -1.6, 0.8, $release FROM generate_series(0, 29) AS s(i) RETURNING id",
-        area=CELL,
-        release=OLD,
-    )
-    query(
-        store,
-        "INSERT INTO place_imports (area, category, release, rows, imported_at) "
-        "VALUES ($area, 'cafe', $release, 30, $at) RETURNING area",
-        area=CELL,
-        release=OLD,
-        at=NOW - timedelta(days=40),
-    )
-    store.migrate()
     run = run_for([(CELL, "cafe")])
+    with writing_before_version_15():
+        store.write_import(run, OLD, places_table(_places("cafe", range(30))), NOW - timedelta(days=40))
+    store.migrate()
     assert store.schema_version() == 15
     store.write_import(run, NEW, places_table(_places("cafe", range(3))), NOW, gate=LIMITS)
     assert [h.drift.before for h in store.held_imports()] == [30]
