@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 Pair = tuple[str, str]
 
-# Confidences outside [0, 1] (Overture's NaN, which both databases sort above every number) are no confidence.
+# A confidence that is not a number (NaN, which both databases sort above every number) counts as none.
 _CONFIDENCE = "CASE WHEN {table}.confidence <= 1 THEN {table}.confidence END"
 
 
