@@ -390,6 +390,7 @@ def run_stamp(run: dg.DagsterRun) -> datetime | None:
 def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tuple[str, str], str]:
     """What each pair had before a re-import by hand, in words."""
     rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    held = {(h.area, h.category): h for h in store.held_imports()}
     had = {}
     for pair in pairs:
         row = rows.get(pair)
@@ -402,6 +403,12 @@ def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tupl
             had[pair] = f"an import that failed at {when}: {row.failure}"
         elif row.release == REQUESTED:
             had[pair] = f"an import asked for at {when} ({hours:.1f} h ago), not loaded"
+        elif pair in held:
+            drift = held[pair].drift
+            had[pair] = (
+                f"release {row.release}, {row.rows:,} places, and release {drift.release}'s {drift.after:,} held at "
+                f"the drift gate at {when} ({held[pair].reasons}): it is held again unless run with accept: true"
+            )
         else:
             had[pair] = f"release {row.release}, {row.rows:,} places, loaded at {when}"
     return had

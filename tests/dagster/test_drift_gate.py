@@ -206,6 +206,8 @@ def test_a_bad_release_is_held_until_an_analyst_accepts_it(instance, database_ur
         selection=[PLACES],
     )
     assert result.success
+    (materialised,) = result.asset_materializations_for_node("places")
+    assert f"release {CURRENT}'s {bakery.after} held at the drift gate" in materialised.metadata["replaced"].value
     current_bakeries = {
         r[0] for r in expected_rows(two_releases, CURRENT, runs[0]) if r[2] == "bakery" and r[10] == CENTRE
     }
