@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from nakodo_dagster import settings
 from nakodo_dagster.countries import country_name
+from nakodo_dagster.drift import accept_command
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.export import FORMATS, check_destination, columns, write_results
 from nakodo_dagster.geocode import GeocoderUnavailable, geocode, nominatim, normalise_place_name
@@ -631,7 +632,58 @@ def imports_status(campaign_ids: tuple[int, ...]) -> None:
             f"failed {RETRY_DAYS} days ago or more: imported again when a campaign needs it."
         )
         _echo_failed_pairs(store, now)
+        _echo_held_pairs(store)
     _echo_import_line(store, now, list(campaign_ids) or None)
+
+
+def _echo_held_pairs(store: Store) -> None:
+    """The pairs the drift gate holds, each with its numbers, why, and how to accept it."""
+    held = store.held_imports()
+    if not held:
+        return
+    click.echo(
+        f"\nHeld at the drift gate ({plural(len(held), 'pair')}): a newer release moved too far from the places the "
+        "pair holds, so campaigns keep the previous release's places until an analyst accepts or a later release "
+        "passes. A hold is not a failure: the pair is read again with the release after next."
+    )
+    reasons = {reason: number for number, reason in enumerate(dict.fromkeys(h.reasons for h in held), start=1)}
+    rows = [
+        [
+            h.category,
+            h.area,
+            f"{h.drift.kept_release}: {h.drift.before:,}",
+            f"{h.drift.release}: {h.drift.after:,}",
+            f"{h.drift.count_change:+.0%}",
+            f"{h.drift.kept_share:.0%}",
+            "-"
+            if h.drift.confidence_shift is None
+            else f"{h.drift.confidence_before:.2f} -> {h.drift.confidence_after:.2f}",
+            f"[{reasons[h.reasons]}]",
+            _utc(h.held_at),
+            accept_command(h.area, h.category),
+        ]
+        for h in held
+    ]
+    click.echo(
+        columns(
+            [
+                "category",
+                "area",
+                "places kept",
+                "places held",
+                "count",
+                "kept by id",
+                "median confidence",
+                "why",
+                "held",
+                "to accept",
+            ],
+            rows,
+        ),
+        nl=False,
+    )
+    for reason, number in reasons.items():
+        click.echo(f"[{number}] {reason}")
 
 
 # Failed pairs listed by `imports status`, oldest first.
@@ -754,6 +806,35 @@ def imports_retry(area: str, category: str) -> None:
         f"{category} in {area} did not fail: release {row.release} was loaded {age.days} days ago. To re-import a "
         "loaded pair on purpose, materialise its places partition in the Dagster UI"
     )
+
+
+@imports.command("accept")
+@click.argument("area")
+@click.argument("category")
+def imports_accept(area: str, category: str) -> None:
+    """Accept the rows the drift gate holds for AREA and CATEGORY.
+
+    The held release's places replace the pair's places at once, and the campaigns' next searches read them.
+    `nakodo imports status` lists the held pairs and their numbers. AREA is a key such as cell:53.5,-2 or
+    country:FR; CATEGORY e.g. cafe.
+    """
+    area = parse_area_key(area).key
+    (category,) = check_categories([category])
+    accepted = open_configured_store().accept_held(area, category)
+    drift = accepted.drift
+    click.echo(
+        f"Accepted release {drift.release} for {category} in {area}: its {drift.after:,} places replace release "
+        f"{drift.kept_release}'s {drift.before:,} ({drift.in_words()}). Held because: {accepted.reasons}."
+    )
+    # Dagster is imported only here: the other `imports` commands start fast without it.
+    import dagster as dg
+
+    from nakodo_dagster.assets.places import NEW_RELEASE_WITHIN_DRIFT_GATE, record_accepted
+
+    home = dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        record_accepted(instance, accepted)
+    click.echo(f"The pair's check {NEW_RELEASE_WITHIN_DRIFT_GATE} passes again in the Dagster instance at {home}.")
 
 
 def _utc(moment: datetime) -> str:

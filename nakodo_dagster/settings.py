@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nakodo_dagster import drift
+from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import IMPORT_QUEUE_MINUTES
 
 if TYPE_CHECKING:
@@ -31,6 +33,10 @@ DEFAULTS: dict[str, Callable[[], str]] = {
     "NAKODO_OVERTURE_RELEASE": lambda: "",
     "NAKODO_OVERTURE_INDEX": lambda: "",
     "NAKODO_IMPORT_QUEUE_MINUTES": lambda: str(IMPORT_QUEUE_MINUTES),
+    "NAKODO_DRIFT_COUNT_CHANGE": lambda: str(drift.COUNT_CHANGE),
+    "NAKODO_DRIFT_MIN_PLACES": lambda: str(drift.MIN_PLACES),
+    "NAKODO_DRIFT_MIN_KEPT": lambda: str(drift.MIN_KEPT),
+    "NAKODO_DRIFT_CONFIDENCE_SHIFT": lambda: str(drift.CONFIDENCE_SHIFT),
 }
 
 
@@ -53,3 +59,25 @@ def setting(name: str) -> str | int | dg.EnvVar:
         return dg.EnvVar.int(name) if whole else dg.EnvVar(name)
     default = DEFAULTS[name]()
     return int(default) if whole else default
+
+
+# The drift gate's limits, each DriftLimits field by its variable.
+_DRIFT_SETTINGS = (
+    ("count_change", "NAKODO_DRIFT_COUNT_CHANGE", float),
+    ("min_places", "NAKODO_DRIFT_MIN_PLACES", int),
+    ("min_kept", "NAKODO_DRIFT_MIN_KEPT", float),
+    ("confidence_shift", "NAKODO_DRIFT_CONFIDENCE_SHIFT", float),
+)
+
+
+def drift_limits() -> drift.DriftLimits:
+    """The drift gate's limits now, read when an import runs (so a changed variable takes effect on the next run);
+    InvalidInput names a variable that is not a number."""
+    limits = {}
+    for field, name, kind in _DRIFT_SETTINGS:
+        text = value(name).strip()
+        try:
+            limits[field] = kind(text)
+        except ValueError:
+            raise InvalidInput(f"{name}={text!r} is not allowed: use a number, e.g. {DEFAULTS[name]()}") from None
+    return drift.DriftLimits(**limits)

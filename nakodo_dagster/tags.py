@@ -30,6 +30,8 @@ PRIORITY = "dagster/priority"
 LINE = "nakodo/line"
 FIRST_BLOCK_LINE = "first block"
 BACKLOG_LINE = "backlog"
+# The pairs an import run held at the drift gate (nakodo_dagster.drift), named in the run list.
+HELD = "nakodo/held"
 # Where the embedded default's launcher forked a run's worker (nakodo_dagster/launcher.py): how a cancel from the UI
 # reaches it, and how run monitoring sees that it died.
 RUN_WORKER_PID = "nakodo/run_worker_pid"
@@ -64,3 +66,8 @@ def stamp_tag(stamp: datetime) -> str:
 def stamp_from_tag(value: str) -> datetime:
     """The stamp a tag value carries."""
     return datetime.fromisoformat(value)
+
+
+def held_pairs(pairs: Sequence[str]) -> str:
+    """The HELD tag of a run that held these pairs ('bakery in cell:53.5,-2'): how many, then as many as fit."""
+    return f"{len(pairs)}: {campaign_names(pairs)}"

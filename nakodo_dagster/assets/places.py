@@ -7,8 +7,10 @@ from typing import NamedTuple
 
 import dagster as dg
 import duckdb
+from pydantic import Field
 
 from nakodo_dagster import tags
+from nakodo_dagster.drift import PairDrift, accept_command
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
 from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed, ReadFault, classify
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
@@ -22,7 +24,9 @@ from nakodo_dagster.placement import (
     run_block,
 )
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.settings import drift_limits
 from nakodo_dagster.store import Store, store_unreachable
+from nakodo_dagster.store.models import HeldImport
 from nakodo_dagster.words import plural
 
 PLACES = dg.AssetKey("places")
@@ -30,6 +34,7 @@ PLACES = dg.AssetKey("places")
 IMPORT_POOL = "overture_import"
 
 PLACES_INSIDE_THEIR_AREA = "places_inside_their_area"
+NEW_RELEASE_WITHIN_DRIFT_GATE = "new_release_within_drift_gate"
 # A check on places as a whole: places_coverage_sensor (assets/coverage.py) records it whenever it changes.
 NEEDED_PAIRS_FRESH_OR_COMING = "needed_pairs_fresh_or_coming"
 NEEDED_PAIRS_CHECK = dg.AssetCheckKey(PLACES, NEEDED_PAIRS_FRESH_OR_COMING)
@@ -45,6 +50,16 @@ with warnings.catch_warnings():
             description="Every place the reader returned for a pair lies in its cell, or in its country's box with "
             "that address country: a reader that mislabels places (a schema change, the antimeridian, a cell "
             "edge) fails it.",
+        ),
+        dg.AssetCheckSpec(
+            NEW_RELEASE_WITHIN_DRIFT_GATE,
+            asset=PLACES,
+            partitions_def=PLACES_PARTITIONS,
+            description="A pair read from a newer release than the places it holds moved within the drift gate's "
+            "limits (count, places kept by id, median confidence; NAKODO_DRIFT_*). A warning when it did not: the "
+            "new rows are held, campaigns keep the previous release's places, and the numbers are in the "
+            "evaluation. Accept with `nakodo imports accept AREA CATEGORY`, or materialise the partition with the "
+            "config accept: true. Evaluated only when there was something to compare.",
         ),
     ]
 
@@ -97,7 +112,93 @@ def pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict[str, object]
         metadata["run_http_requests"] = stats.requests
     if other := outcome.replaced_marks.get((pair.area, pair.category)):
         metadata["replaced_mark"] = _replaced(other)
+    if held := outcome.held.get((pair.area, pair.category)):
+        drift = held.drift
+        metadata |= {
+            "dagster/row_count": drift.before,
+            "result": f"held: release {drift.release}'s {drift.after:,} places are not loaded ({held.reasons}); "
+            f"campaigns keep release {drift.kept_release}'s {drift.before:,} places. Accept: "
+            f"`{accept_command(pair.area, pair.category)}`, or materialise this partition with the config accept: true",
+            "release": drift.kept_release,
+            "held_release": drift.release,
+        }
+    if drift := outcome.compared.get((pair.area, pair.category)):
+        metadata["drift"] = f"against release {drift.kept_release}: {drift.in_words()}"
     return metadata
+
+
+def _within_drift_gate(outcome: ImportOutcome, pair: PairReport) -> dict[str, object] | None:
+    """The drift check's evaluation of a compared pair (passed, severity, metadata), or None if nothing was
+    compared."""
+    key = (pair.area, pair.category)
+    drift = outcome.compared.get(key)
+    if drift is None:
+        return None
+    held = outcome.held.get(key)
+    metadata = _drift_numbers(drift)
+    metadata["held"] = held is not None
+    if held:
+        metadata["why"] = held.reasons
+        metadata["accept"] = accept_command(pair.area, pair.category)
+    if outcome.accepted:
+        metadata["accepted"] = "re-imported by hand with accept: true, whatever the limits"
+    return {"passed": held is None, "severity": dg.AssetCheckSeverity.WARN, "metadata": metadata}
+
+
+def _drift_numbers(drift: PairDrift) -> dict[str, object]:
+    """A compared pair's numbers, as the drift check shows them."""
+    return {
+        "release": drift.release,
+        "compared_with": drift.kept_release,
+        "places_before": drift.before,
+        "places_after": drift.after,
+        "count_change": f"{drift.count_change:+.1%}",
+        "kept_by_id": f"{drift.kept_share:.1%}",
+        "median_confidence_before": "none" if drift.confidence_before is None else round(drift.confidence_before, 4),
+        "median_confidence_after": "none" if drift.confidence_after is None else round(drift.confidence_after, 4),
+    }
+
+
+def record_accepted(instance: dg.DagsterInstance, accepted: HeldImport) -> None:
+    """Record, without a run, that an analyst accepted the held pair from the command line: its drift check passes
+    again in the UI, with the numbers it was held for."""
+    metadata = _drift_numbers(accepted.drift)
+    metadata |= {
+        "held": False,
+        "accepted": f"by `{accept_command(accepted.area, accepted.category)}`, held for: {accepted.reasons}",
+    }
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(
+            asset_key=PLACES,
+            check_name=NEW_RELEASE_WITHIN_DRIFT_GATE,
+            passed=True,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata=metadata,
+            partition=str(places_partition(accepted.area, accepted.category)),
+        )
+    )
+
+
+def held_warning(outcome: ImportOutcome) -> str | None:
+    """The pairs this run held, in one sentence with their numbers; None when it held none."""
+    if not outcome.held:
+        return None
+    pairs = "; ".join(
+        f"{category} in {area} ({held.drift.in_words()})" for (area, category), held in sorted(outcome.held.items())
+    )
+    return (
+        f"Held {plural(len(outcome.held), 'pair')} of release {outcome.release} past the drift gate: {pairs}. "
+        "Campaigns keep the previous release's places; `nakodo imports status` lists them and `nakodo imports accept "
+        "AREA CATEGORY` accepts one."
+    )
+
+
+def tag_held(context: dg.OpExecutionContext, outcomes: Iterable[ImportOutcome]) -> None:
+    """Name the run's held pairs in its HELD tag, so that the run list shows them."""
+    held = sorted(pair for outcome in outcomes for pair in outcome.held)
+    if held:
+        value = tags.held_pairs([f"{category} in {area}" for area, category in held])
+        context.instance.add_run_tags(context.run.run_id, {tags.HELD: value})
 
 
 def _replaced(stamp: datetime) -> str:
@@ -123,7 +224,8 @@ def import_events(
     outcome: ImportOutcome, had: Mapping[tuple[str, str], str] | None = None
 ) -> Iterator[dg.AssetMaterialization | dg.AssetCheckEvaluation]:
     """Two events per pair the run wrote, each a write to Dagster's event log: its materialisation, then its
-    check's evaluation. ``had``, for a re-import by hand, says what each pair had before it."""
+    check's evaluation; a third, the drift check's, for a pair read from a newer release than it held. ``had``, for a
+    re-import by hand, says what each pair had before it."""
     for pair in outcome.pairs:
         partition = str(places_partition(pair.area, pair.category))
         metadata = pair_metadata(outcome, pair)
@@ -138,6 +240,10 @@ def import_events(
             metadata=check_metadata,
             partition=partition,
         )
+        if (gate := _within_drift_gate(outcome, pair)) is not None:
+            yield dg.AssetCheckEvaluation(
+                asset_key=PLACES, check_name=NEW_RELEASE_WITHIN_DRIFT_GATE, partition=partition, **gate
+            )
 
 
 class Overrun(NamedTuple):
@@ -155,6 +261,7 @@ def import_or_release_marks(
     release: str | None = None,
     overrun: Overrun | None = None,
     read_retried: bool = False,
+    accept: bool = False,
 ) -> ImportOutcome:
     """Import the run. If it fails, its own marks (``stamp``) read as failed at once, so no campaign waits six
     hours on it; if it is cancelled or interrupted, they are taken back, since it never tried to the end.
@@ -167,10 +274,12 @@ def import_or_release_marks(
     after a transient fault of the release that outlasted the read's own tries (the object store throttling,
     resetting connections or stalling for a minute), or after a file that changed under the read and is unreadable
     since: the marks then stay for that try and ReadFailed is raised.
+    ``accept`` lands every pair's rows whatever the drift gate says (an analyst's accepted re-import), measured.
     """
+    gate = drift_limits()
     try:
         release = release or overture.current_release()
-        return execute_import(run, store, overture, release, stamp)
+        return execute_import(run, store, overture, release, stamp, gate, accept)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         _end_interrupted(run, store, stamp, overrun)
         raise
@@ -282,6 +391,7 @@ def run_stamp(run: dg.DagsterRun) -> datetime | None:
 def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tuple[str, str], str]:
     """What each pair had before a re-import by hand, in words."""
     rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    held = {(h.area, h.category): h for h in store.held_imports()}
     had = {}
     for pair in pairs:
         row = rows.get(pair)
@@ -294,6 +404,12 @@ def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tupl
             had[pair] = f"an import that failed at {when}: {row.failure}"
         elif row.release == REQUESTED:
             had[pair] = f"an import asked for at {when} ({hours:.1f} h ago), not loaded"
+        elif pair in held:
+            drift = held[pair].drift
+            had[pair] = (
+                f"release {row.release}, {row.rows:,} places, and release {drift.release}'s {drift.after:,} held at "
+                f"the drift gate at {when} ({held[pair].reasons}): it is held again unless run with accept: true"
+            )
         else:
             had[pair] = f"release {row.release}, {row.rows:,} places, loaded at {when}"
     return had
@@ -345,6 +461,17 @@ PLACES_DESCRIPTION = (
 )
 
 
+class PlacesConfig(dg.Config):
+    """A re-import by hand's run config: set accept to land the new release's rows past the drift gate."""
+
+    accept: bool = Field(
+        default=False,
+        description="Accept the release's rows even where the drift gate would hold them (count, places kept by id "
+        "or median confidence moved past NAKODO_DRIFT_*): an analyst who looked at the held pair's numbers and "
+        "judged the release right.",
+    )
+
+
 # A backfill of places partitions, as an analyst launches it from the UI, runs as few runs as Dagster makes of
 # the selection (one per stretch of neighbouring partitions of one category, or of one area); each run re-imports
 # its pairs a block or a country at a time, one after the other, holding one slot of the import pool throughout.
@@ -371,7 +498,7 @@ with warnings.catch_warnings():
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def places(
-        context: dg.AssetExecutionContext, store: StoreResource, overture: OvertureResource
+        context: dg.AssetExecutionContext, config: PlacesConfig, store: StoreResource, overture: OvertureResource
     ) -> Iterator[
         dg.MaterializeResult | dg.AssetCheckResult | dg.AssetMaterialization | dg.AssetCheckEvaluation | dg.Output
     ]:
@@ -399,7 +526,8 @@ with warnings.catch_warnings():
             ((area, category),) = pairs
             context.log.info(
                 f"Re-importing {category} in {area} from release {release} by hand; the pair had {had[pairs[0]]}. "
-                "A re-import by hand overrides a mark on its way and a failed import's 7-day block."
+                "A re-import by hand overrides a mark on its way and a failed import's 7-day block"
+                + (", and the drift gate (accept: true)." if config.accept else ".")
             )
         else:
             context.log.info(
@@ -411,9 +539,13 @@ with warnings.catch_warnings():
         # take them back if it is cancelled, and to see that the marks have a run.
         context.instance.add_run_tags(context.run.run_id, {tags.STAMP: tags.stamp_tag(stamp)})
         failures: list[dg.Failure] = []
+        outcomes: list[ImportOutcome] = []
+        drift_output = context.assets_def.get_output_name_for_asset_check_key(
+            dg.AssetCheckKey(PLACES, NEW_RELEASE_WITHIN_DRIFT_GATE)
+        )
         for number, run in enumerate(runs, 1):
             try:
-                outcome = import_or_release_marks(run, store.store, overture, stamp, release)
+                outcome = import_or_release_marks(run, store.store, overture, stamp, release, accept=config.accept)
             except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
                 # Cancelled: the imports not begun are free at once, as this one's are.
                 store.store.take_back([pair for later in runs[number:] for pair in later.pairs], stamp)
@@ -427,13 +559,21 @@ with warnings.catch_warnings():
                     )
                 failures.append(failure)
                 continue
-            if warning := replaced_marks_warning(outcome):
-                context.log.warning(warning)
+            outcomes.append(outcome)
+            for warning in (replaced_marks_warning(outcome), held_warning(outcome)):
+                if warning:
+                    context.log.warning(warning)
             if single:
                 (pair,) = outcome.pairs
                 passed, metadata = _inside_their_area(pair)
                 yield dg.MaterializeResult(metadata={**pair_metadata(outcome, pair), "replaced": had[pairs[0]]})
                 yield dg.AssetCheckResult(check_name=PLACES_INSIDE_THEIR_AREA, passed=passed, metadata=metadata)
+                gate = _within_drift_gate(outcome, pair)
+                if gate is not None:
+                    yield dg.AssetCheckResult(check_name=NEW_RELEASE_WITHIN_DRIFT_GATE, **gate)
+                else:
+                    # Nothing to compare: the check's output, so that Dagster does not log it as missing.
+                    yield dg.Output(None, output_name=drift_output)
                 continue
             context.log.info(
                 f"Import {number} of {len(runs)} ({run_block(run)}): "
@@ -446,6 +586,8 @@ with warnings.catch_warnings():
             # each pair's evaluation is above.
             check_key = dg.AssetCheckKey(PLACES, PLACES_INSIDE_THEIR_AREA)
             yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(check_key))
+            yield dg.Output(None, output_name=drift_output)
+        tag_held(context, outcomes)
         if coverage_selected:
             yield needed_pairs_result(store.store)
         if failures:

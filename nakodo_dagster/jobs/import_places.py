@@ -8,11 +8,13 @@ import dagster as dg
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import (
     IMPORT_POOL,
+    held_warning,
     import_events,
     import_or_release_marks,
     replaced_marks_warning,
     run_overrun,
     run_stamp,
+    tag_held,
 )
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried, retries_left
 from nakodo_dagster.placement import IMPORT_MAX_RUNTIME_MINUTES, ImportRun
@@ -46,12 +48,16 @@ def import_block(
             overrun=run_overrun(context),
             read_retried=retries_left(context),
         )
+    landed = [p for p in outcome.pairs if (p.area, p.category) not in outcome.held]
     context.log.info(
-        f"Wrote {plural(sum(p.rows for p in outcome.pairs), 'place')} from release {outcome.release} "
+        f"Wrote {plural(sum(p.rows for p in landed), 'place')} from release {outcome.release} "
         f"in {outcome.seconds:.1f} s"
+        + (f"; held {plural(len(outcome.held), 'pair')} at the drift gate" if outcome.held else "")
     )
-    if warning := replaced_marks_warning(outcome):
-        context.log.warning(warning)
+    for warning in (replaced_marks_warning(outcome), held_warning(outcome)):
+        if warning:
+            context.log.warning(warning)
+    tag_held(context, [outcome])
     for event in import_events(outcome):
         context.log_event(event)
 

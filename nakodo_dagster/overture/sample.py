@@ -26,7 +26,7 @@ import math
 import shutil
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -215,6 +215,32 @@ def border_country(lat: np.ndarray, lng: np.ndarray) -> np.ndarray:
     return np.where(french, "FR", np.where(german, "DE", "CH"))
 
 
+@dataclass(frozen=True)
+class ReleaseDrift:
+    """How a next release differs from the one the same rows and seed write without it: a month's churn (a share
+    of the places gone, as many new ones), and what a bad release does to whole categories: ``drop`` keeps a
+    tenth of each one's places, ``inflate`` adds three new places for each one it had."""
+
+    drop: tuple[str, ...] = ()
+    inflate: tuple[str, ...] = ()
+    churn: float = 0.03
+
+    def __post_init__(self) -> None:
+        known = {c.primary for c in TAXONOMY}
+        unknown = sorted((set(self.drop) | set(self.inflate)) - known)
+        if unknown:
+            raise InvalidInput(f"categories {unknown} are not in the sample's taxonomy; e.g. cafe, pub, bakery")
+        if set(self.drop) & set(self.inflate):
+            raise InvalidInput("a category cannot be both dropped and inflated")
+        if isinstance(self.churn, bool) or not isinstance(self.churn, int | float) or not 0 <= self.churn < 1:
+            raise InvalidInput(f"churn {self.churn!r} is not allowed: use a share from 0 to under 1")
+
+
+# What ReleaseDrift does to a dropped and to an inflated category.
+DROPPED_KEEPS = 0.1
+INFLATED_GAINS = 3
+
+
 def write_sample_release(
     root: str | Path,
     release: str = DEFAULT_RELEASE,
@@ -224,11 +250,13 @@ def write_sample_release(
     schema: str = "current",
     seed: int = 0,
     progress: bool = True,
+    drift: ReleaseDrift | None = None,
 ) -> Path:
     """Write a sample places release under ``root`` in Overture's layout and return the release's folder.
 
     ``row_group_rows`` defaults to what gives each file about 256 row groups, as in Overture's releases.
-    The same arguments always write the same rows.
+    The same arguments always write the same rows. With ``drift``, the release is the next one after what the
+    same arguments write without it: the same places by id, changed as ``drift`` says (the fixed places stay).
     """
     check_release_name(release)
     _check_schema(schema)
@@ -247,6 +275,9 @@ def write_sample_release(
         raise InvalidInput(f"{target} already exists: choose another release name or remove that folder")
 
     places = _Places.generate(rows, np.random.default_rng(seed))
+    if drift is not None:
+        places = places.drifted(drift, np.random.default_rng([seed, 2]))
+        rows = len(places.lat)
     order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
     file_ids = random_uuid_words(np.random.default_rng([seed, 1]), files)
     arrow_schema = places_schema(schema)
@@ -375,6 +406,37 @@ class _Places:
                 [np.array([f.name for f in fixed], dtype=object), np.full(n, None, dtype=object)]
             ),
         )
+
+    def _take(self, index: np.ndarray) -> _Places:
+        return _Places(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    @staticmethod
+    def _concat(parts: list[_Places]) -> _Places:
+        return _Places(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Places)})
+
+    def _new(self, count: int, rng: np.random.Generator) -> _Places:
+        """``count`` new places (new ids), spread as the sample's are, without the fixed ones."""
+        return _Places.generate(count + len(FIXED_PLACES), rng)._take(
+            np.arange(len(FIXED_PLACES), count + len(FIXED_PLACES))
+        )
+
+    def drifted(self, drift: ReleaseDrift, rng: np.random.Generator) -> _Places:
+        """These places a release later, as ``drift`` says."""
+        n, fixed = len(self.lat), len(FIXED_PLACES)
+        primaries = np.array([c.primary for c in TAXONOMY])
+        keep = rng.random(n) >= drift.churn
+        dropped = np.isin(primaries[self.category], drift.drop)
+        keep &= ~dropped | (rng.random(n) < DROPPED_KEEPS)
+        keep[:fixed] = True
+        parts = [self._take(np.flatnonzero(keep)), self._new(round(drift.churn * n), rng)]
+        for category in drift.inflate:
+            index = int(np.flatnonzero(primaries == category)[0])
+            had = int(np.sum(keep[fixed:] & (self.category[fixed:] == index)))
+            extra = self._new(had * INFLATED_GAINS, rng)
+            extra.category[:] = index
+            extra.alternate[:] = -1
+            parts.append(extra)
+        return _Places._concat(parts)
 
     def table(self, rows: np.ndarray, schema: str, arrow_schema: pa.Schema) -> pa.Table:
         """The places at the given indices as an Arrow table in the given flavour."""

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 import duckdb
 import pyarrow as pa
 
+from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
     IMPORT_WAIT_HOURS,
@@ -46,7 +47,7 @@ from nakodo_dagster.placement import (
 )
 from nakodo_dagster.plan_config import configured_plans, plan_named
 from nakodo_dagster.plans import Holding, Usage, campaigns_to_pause, locations_in_words, refusal
-from nakodo_dagster.store import sql
+from nakodo_dagster.store import drift_gate, sql
 from nakodo_dagster.store.models import (
     CAMPAIGN_STATUSES,
     DEFAULT_ACCOUNT_ID,
@@ -57,6 +58,7 @@ from nakodo_dagster.store.models import (
     CampaignAccount,
     CampaignLine,
     Coverage,
+    HeldImport,
     ImportStatus,
     NeededPair,
     PlaceName,
@@ -162,6 +164,26 @@ class Transaction(ABC):
     def keep_coverage_statistics(self, restated: int) -> None:
         """After a count restated ``restated`` pairs of coverage_pairs: bring the planner's statistics of the table
         up to date if they no longer describe it."""
+
+
+def _reline(tx: Transaction, rule: dict[str, Any]) -> int:
+    """Work out again the kept demand (line_demand) and missing pairs (line_pairs) of the oldest noted blocks, at
+    most LINE_BLOCKS_PER_LOOK, campaigns' first blocks first; returns how many were looked at."""
+    tx.run(sql.CREATE_RELINED, blocks=LINE_BLOCKS_PER_LOOK)
+    tx.analyze("relined")
+    [(relined,)] = tx.rows(sql.RELINED)
+    tx.run(sql.CREATE_RELINED_NEEDED, **rule)
+    tx.run(sql.CREATE_RELINED_BLOCKS)
+    tx.analyze("relined_blocks")
+    tx.run(sql.FORGET_RELINED_DEMAND)
+    tx.run(sql.KEEP_WHOLE_BLOCKS_DEMAND)
+    [(partial,)] = tx.rows(sql.PARTIAL_BLOCKS)
+    if partial:
+        tx.run(sql.KEEP_PARTIAL_BLOCKS_DEMAND)
+    tx.run(sql.FORGET_RELINED_PAIRS)
+    tx.run(sql.KEEP_RELINED_PAIRS)
+    tx.run(sql.LEAVE_RELINED)
+    return relined
 
 
 def _pair_params(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
@@ -505,14 +527,7 @@ class Store(ABC):
                 # The coverage count notes the blocks whose pairs changed since it last counted: only those are
                 # looked at again, and the fleet's kept demand lined up.
                 self._recount_coverage(tx, now)
-                tx.run(sql.CREATE_RELINED, blocks=LINE_BLOCKS_PER_LOOK)
-                tx.analyze("relined")
-                [(relined,)] = tx.rows(sql.RELINED)
-                tx.run(sql.FORGET_RELINED_DEMAND)
-                tx.run(sql.KEEP_RELINED_DEMAND, **rule, **campaigns)
-                tx.run(sql.FORGET_RELINED_PAIRS)
-                tx.run(sql.KEEP_RELINED_PAIRS, **rule)
-                tx.run(sql.LEAVE_RELINED)
+                relined = _reline(tx, rule)
                 tx.run(sql.line_up("line_demand", "line_pairs"))
             elif relook:
                 tx.run(sql.CREATE_MISSING, **rule, **campaigns)
@@ -683,12 +698,19 @@ class Store(ABC):
         now: datetime | None = None,
         *,
         stamp: datetime | None = None,
+        gate: DriftLimits | None = None,
+        accept: bool = False,
     ) -> WrittenImport:
         """Replace the places of the run's pairs and record the release, all at once.
 
         ``imported_at`` is ``now`` if given, else the moment just before the commit, when the places become
         visible: a search that ran while this import was reading must still find them new afterwards. ``stamp``
         is the run's own marks' stamp: a pair whose mark on its way carries another is reported as replaced.
+
+        With ``gate``, a pair that holds places of an older release is measured against the new rows first
+        (``drift``); past the limits, its new rows are held (``held_imports``) and it keeps its places and release,
+        dated now, unless ``accept`` (an analyst's re-import, measured all the same). Without a gate nothing is
+        measured. A pair whose rows land has nothing held any more.
         """
         if not isinstance(release, str) or not release or release == REQUESTED:
             raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
@@ -705,13 +727,23 @@ class Store(ABC):
             # Recorded first: the upsert locks the pairs' rows, so a second writer of the same pairs (an analyst's
             # re-materialisation) waits for this one and then replaces its places rather than colliding with them.
             recorded = tx.rows(sql.RECORD_IMPORTS, **params, release=release, now=written_at)
-            tx.run(sql.DELETE_PLACES, **params)
-            tx.run(sql.INSERT_PLACES, **params, release=release)
+            compared = drift_gate.measure(tx, params, release) if gate is not None else {}
+            holding = drift_gate.hold(tx, compared, gate, written_at) if gate is not None and not accept else {}
+            landing = _pair_params(pair for pair in run.pairs if pair not in holding) if holding else params
+            if landing["areas"]:
+                drift_gate.forget(tx, landing)
+                tx.run(sql.DELETE_PLACES, **landing)
+                tx.run(sql.INSERT_PLACES, **landing, release=release)
             if now is None:
                 tx.run(sql.STAMP_IMPORTS, **params, committed_at=datetime.now(UTC))
             return WrittenImport(
-                {(area, category): rows for area, category, rows in recorded},
+                {
+                    (area, category): holding[(area, category)].drift.before if (area, category) in holding else rows
+                    for area, category, rows in recorded
+                },
                 {(area, category): other for area, category, other in others},
+                compared,
+                holding,
             )
 
         return self._transact(work)
@@ -732,6 +764,23 @@ class Store(ABC):
         (category,) = check_categories([category])
         rows = self._rows_changing_needs(sql.FORGET_FAILED_IMPORT, area=area, category=category, **_rule(now))
         return PlaceImport(*rows[0]) if rows else None
+
+    def held_imports(self) -> list[HeldImport]:
+        """The pairs whose newer release's rows the drift gate holds, oldest hold first, with their numbers."""
+        return [drift_gate.held_import(row) for row in self._transact(lambda tx: tx.rows(drift_gate.HELD))]
+
+    def accept_held(self, area: str, category: str) -> HeldImport:
+        """The analyst's acceptance: the pair's held rows replace its places, in one transaction, and land as an
+        import does (dated at the commit, so searches read them). InvalidInput, with nothing written, when the pair
+        is not a valid key or has nothing held."""
+        area = parse_area_key(area).key
+        (category,) = check_categories([category])
+        accepted = self._transact(lambda tx: drift_gate.accept(tx, area, category))
+        if accepted is None:
+            raise InvalidInput(
+                f"nothing is held for {category} in {area}: `nakodo imports status` lists the held pairs"
+            )
+        return accepted
 
     def import_status(self, now: datetime) -> list[ImportStatus]:
         """Per category, how many pairs are fresh, on their way, failed or stale, and the oldest release."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from nakodo_dagster.drift import PairDrift
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
     CountryLocation,
@@ -147,6 +148,22 @@ class WrittenImport:
 
     rows: dict[tuple[str, str], int]
     replaced_marks: dict[tuple[str, str], datetime]
+    compared: dict[tuple[str, str], PairDrift] = field(default_factory=dict)
+    """The pairs the drift gate compared (a newer release over places held), with their numbers."""
+    held: dict[tuple[str, str], HeldImport] = field(default_factory=dict)
+    """The compared pairs whose new rows the gate held: they keep their places and release."""
+
+
+@dataclass(frozen=True)
+class HeldImport:
+    """A pair whose newer release's rows the drift gate held: its numbers, why, and since when."""
+
+    area: str
+    category: str
+    drift: PairDrift
+    reasons: str
+    """Each measure past its limit, in words, separated by '; '."""
+    held_at: datetime
 
 
 @dataclass(frozen=True)

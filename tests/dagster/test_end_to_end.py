@@ -11,7 +11,7 @@ from overture_helpers import CURRENT as RELEASE
 
 from bench.independent import campaign_businesses, expected_rows
 from nakodo_dagster.assets.campaign_search import campaign_progress, campaign_search
-from nakodo_dagster.assets.places import PLACES, PLACES_CHECKS
+from nakodo_dagster.assets.places import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES, PLACES_CHECKS
 from nakodo_dagster.headless import register_partitions, sync
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
@@ -58,7 +58,11 @@ def test_ticks_runs_and_searches_give_each_campaign_its_businesses(instance, res
     pairs = {f"{a}|{c}" for t in (LEEDS, SWISS) for a in areas_for(t) for c in t.categories}
     assert set(instance.get_materialized_partitions(PLACES)) == pairs
     for spec in PLACES_CHECKS:
-        record = instance.event_log_storage.get_latest_asset_check_execution_by_key([spec.key])[spec.key]
+        record = instance.event_log_storage.get_latest_asset_check_execution_by_key([spec.key]).get(spec.key)
+        if spec.name == NEW_RELEASE_WITHIN_DRIFT_GATE:
+            # A first import compares nothing.
+            assert record is None
+            continue
         assert record.status.value == "SUCCEEDED", spec.name
     imported = store.import_rows({a for t in (LEEDS, SWISS) for a in areas_for(t)}, ["cafe", "pub"])
     assert {(r.area, r.category) for r in imported if r.release == RELEASE} >= {tuple(p.split("|")) for p in pairs}

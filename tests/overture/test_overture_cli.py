@@ -18,6 +18,14 @@ def test_sample_release_writes_a_release_and_prints_its_folder_last(tmp_path):
     assert len(list((tmp_path / "2026-10-15.0" / "theme=places" / "type=place").iterdir())) == 2
 
 
+def test_sample_release_writes_a_next_release_with_drift(tmp_path):
+    arguments = [str(tmp_path), "--rows", "300", "--files", "2", "--row-group-rows", "50", "--seed", "3"]
+    assert CliRunner().invoke(sample_release, [*arguments, "--release", "2026-10-15.0"]).exit_code == 0
+    result = CliRunner().invoke(sample_release, [*arguments, "--release", "2026-11-18.0", "--drop", "cafe"])
+    assert result.exit_code == 0, result.output
+    assert newest_release(tmp_path) == "2026-11-18.0"
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -27,6 +35,7 @@ def test_sample_release_writes_a_release_and_prints_its_folder_last(tmp_path):
         (["--release", "../x"], "YYYY-MM-DD.N"),
         (["--schema", "old"], "'old' is not one of"),
         (["--rows", "many"], "'many' is not a valid integer"),
+        (["--inflate", "croissant"], "not in the sample's taxonomy"),
     ],
 )
 def test_bad_input_exits_2_saying_what_is_allowed(tmp_path, arguments, message):

@@ -8,6 +8,7 @@ import uuid
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -19,6 +20,7 @@ from nakodo_dagster.overture.sample import (
     CITIES,
     FIXED_PLACES,
     TAXONOMY,
+    ReleaseDrift,
     border_country,
     places_schema,
     write_sample_release,
@@ -245,3 +247,55 @@ def test_an_existing_release_is_never_overwritten(tmp_path):
     with pytest.raises(InvalidInput, match="already exists"):
         write_sample_release(tmp_path, rows=100, files=1, progress=False)
     assert [p.name for p in tmp_path.iterdir()] == [CURRENT]
+
+
+def test_a_next_release_drops_and_inflates_what_it_is_told_and_keeps_the_rest_by_id(tmp_path):
+    sample = {"rows": 5_000, "files": 2, "row_group_rows": 200, "seed": 5, "progress": False}
+    write_sample_release(tmp_path, release=PREVIOUS, **sample)
+    write_sample_release(tmp_path, release=CURRENT, drift=ReleaseDrift(drop=("bakery",), inflate=("pub",)), **sample)
+    before, after = _places(tmp_path, PREVIOUS), _places(tmp_path, CURRENT)
+    assert after.schema == before.schema == places_schema("current")
+
+    def ids(table: pa.Table, category: str | None = None) -> set[str]:
+        if category is not None:
+            table = table.filter(pc.equal(pc.struct_field(table["taxonomy"], "primary"), category))
+        return set(table["id"].to_pylist())
+
+    # A month's churn: about 3 % of the places gone and as many new, the rest the same places by id.
+    others = ids(before) - ids(before, "bakery")
+    assert 0.95 < len(others & ids(after)) / len(others) < 0.99
+    cafes = ids(before, "cafe")
+    assert 0.95 < len(cafes & ids(after, "cafe")) / len(cafes) < 0.99
+    # Bakeries: about a tenth stay. Pubs: each one kept, and three new ones for each.
+    bakeries = ids(before, "bakery")
+    assert len(ids(after, "bakery")) < 0.2 * len(bakeries)
+    pubs = ids(before, "pub")
+    assert 3.5 * len(pubs) < len(ids(after, "pub")) < 4.5 * len(pubs)
+
+    # Every edge-case place is still there, under the same id.
+    def fixed_ids(table: pa.Table) -> dict[tuple, str]:
+        at = zip(
+            pc.struct_field(table["names"], "primary").to_pylist(),
+            pc.struct_field(table["bbox"], "ymin").to_pylist(),
+            pc.struct_field(table["bbox"], "xmin").to_pylist(),
+            table["id"].to_pylist(),
+            strict=True,
+        )
+        fixed = {(place.name, place.lat, place.lng) for place in FIXED_PLACES}
+        return {(name, lat, lng): id_ for name, lat, lng, id_ in at if (name, lat, lng) in fixed}
+
+    assert len(fixed_ids(before)) == len(FIXED_PLACES)
+    assert fixed_ids(after) == fixed_ids(before)
+
+
+@pytest.mark.parametrize(
+    ("drift", "message"),
+    [
+        ({"drop": ("croissant",)}, "not in the sample's taxonomy"),
+        ({"drop": ("pub",), "inflate": ("pub",)}, "both dropped and inflated"),
+        ({"churn": 1.0}, "churn 1.0 is not allowed"),
+    ],
+)
+def test_a_drift_that_cannot_be_right_is_refused(drift, message):
+    with pytest.raises(InvalidInput, match=message):
+        ReleaseDrift(**drift)

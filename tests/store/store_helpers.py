@@ -12,7 +12,7 @@ import pytest
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, import_runs
-from nakodo_dagster.store import Store, open_store
+from nakodo_dagster.store import Store, drift_gate, open_store
 from nakodo_dagster.store import base as store_base
 from nakodo_dagster.store.schema import MIGRATIONS
 
@@ -57,6 +57,15 @@ def writing_before_version_13() -> Iterator[None]:
     whose table came with that version."""
     with pytest.MonkeyPatch.context() as before:
         before.setattr(store_base, "_note_progress_due", lambda tx, campaign_id: None)
+        yield
+
+
+@contextmanager
+def writing_before_version_15() -> Iterator[None]:
+    """Imports written as a release before version 15 wrote them: without clearing what the drift gate held, whose
+    tables came with that version."""
+    with pytest.MonkeyPatch.context() as before:
+        before.setattr(drift_gate, "forget", lambda tx, pairs: None)
         yield
 
 

@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 from store_helpers import record_release
 
-from nakodo_dagster.placement import PointLocation, Targeting, areas_for, block_key, first_area, parse_area_key
+from nakodo_dagster.placement import (
+    PointLocation,
+    Targeting,
+    areas_for,
+    block_key,
+    first_area,
+    parse_area_key,
+    run_block,
+)
 from nakodo_dagster.store import base as store_base
 
 SECOND = timedelta(seconds=1)
@@ -129,6 +137,70 @@ def test_a_look_with_more_blocks_to_work_out_than_it_may_lines_up_every_first_bl
     assert blocks == len(firsts)
     assert all(line.place is not None for line in lines), "every campaign's first block stands in line"
     assert store.reserve_missing(start + SECOND, max_runs=0).relined == min(len(firsts), len(every) - len(firsts))
+
+
+def _fair_line(fleet: dict[int, Targeting], account_of: dict[int, int], loaded: set[tuple[str, str]]) -> list[str]:
+    """The blocks missing a pair in fair-share order, worked out from the campaigns' targeting alone: each account's
+    blocks by its campaigns' first pairs, then its oldest campaign; the accounts' turns; a block at its best turn."""
+    demand: dict[tuple[str, int], tuple[int, int | None]] = {}
+    for campaign, targeting in sorted(fleet.items()):
+        first_pair = (first_area(targeting).key, targeting.categories[0])
+        for key, area in areas_for(targeting).items():
+            for category in targeting.categories:
+                if (key, category) in loaded:
+                    continue
+                place = (block_key(area), account_of[campaign])
+                oldest, first_of = demand.get(place, (campaign, None))
+                if first_of is None and (key, category) == first_pair:
+                    first_of = campaign
+                demand[place] = (oldest, first_of)
+    best: dict[str, tuple[int, bool, int]] = {}
+    for account in set(account_of.values()):
+        mine = sorted(
+            (first_of is None, first_of if first_of is not None else oldest, block)
+            for (block, owner), (oldest, first_of) in demand.items()
+            if owner == account
+        )
+        for turn, (no_first, _, block) in enumerate(mine, start=1):
+            turn_of, first_block, owner = best.get(block, (turn, False, account))
+            best[block] = (min(turn, turn_of), first_block or not no_first, min(owner, account))
+    return sorted(best, key=lambda block: (best[block][0], not best[block][1], best[block][2], block))
+
+
+def test_the_kept_line_after_some_pairs_landed_is_the_fair_line_worked_out_afresh(store, monkeypatch):
+    # Blocks whose pairs all miss and blocks where some landed are worked out again in two ways (whole, and pair by
+    # pair): both must leave the line a look from scratch would, in order and pair for pair.
+    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    accounts = [store.add_account(f"account {number}", "unlimited") for number in range(3)]
+    rng = random.Random(11)
+    fleet, account_of = {}, {}
+    # A campaign in three wants only what lands below: where it did, the campaign misses nothing.
+    kinds = (("cafe", "pub"), ("bakery", "cafe"), ("restaurant", "bakery"))
+    for number in range(30):
+        targeting = Targeting((PointLocation(rng.uniform(50, 58), rng.uniform(-6, 2), 25),), kinds[number % 3])
+        account = accounts[number // 2 % 3]
+        campaign = store.add_campaign(f"campaign {number}", targeting, account_id=account)
+        fleet[campaign], account_of[campaign] = targeting, account
+    start = datetime.now(UTC) + SECOND
+    store.reserve_missing(start, max_runs=0)
+
+    needed = {(key, c) for t in fleet.values() for key in areas_for(t) for c in t.categories}
+    block_of = {key: block_key(parse_area_key(key)) for key, _ in needed}
+    by_block = sorted(set(block_of.values()))
+    # Every other block's cafes and pubs land, and the whole of the first block.
+    loaded = {(key, c) for key, c in needed if c in ("cafe", "pub") and by_block.index(block_of[key]) % 2}
+    loaded |= {(key, c) for key, c in needed if block_of[key] == by_block[0]}
+    for block in by_block:
+        if landed := {(key, c) for key, c in loaded if block_of[key] == block}:
+            record_release(store, landed, start + SECOND)
+    line = _fair_line(fleet, account_of, loaded)
+    assert 0 < len(line) < len(by_block)
+
+    reserved = store.reserve_missing(start + 2 * SECOND, max_runs=len(by_block))
+
+    assert reserved.relined > 0
+    assert [run_block(run) for run in reserved.runs] == line
+    assert {pair for run in reserved.runs for pair in run.pairs} == needed - loaded
 
 
 def test_a_coverage_count_after_a_big_change_reads_a_bounded_share_and_the_next_counts_catch_up(store, monkeypatch):
