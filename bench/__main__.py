@@ -6,9 +6,10 @@ search runs they ask for an hour (policy); block import runs an hour through a r
 default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
 account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
 PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the fleet through faults of its own
-machinery, the daemon killed and restarted, run workers killed, imports cancelled, campaigns paused, its store's
-PostgreSQL stopped, its object store throttling, resetting and stalling (faults: ``python -m bench.faults`` alone,
-with a seed to replay).
+machinery, the daemon killed and restarted, its code server killed, run workers killed, imports cancelled through
+the GraphQL API, campaigns paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's
+storage stopped, its object store throttling, resetting and stalling, the release's files cut short, a new release
+published (faults: ``python -m bench.faults`` alone, with a seed to replay).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -313,8 +314,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--soak-campaigns", type=int, default=10_000, help="the soak's fleet on PostgreSQL (10,000)")
     parser.add_argument("--duckdb-soak-campaigns", type=int, default=1_000, help="the soak's fleet on DuckDB (1,000)")
     parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
-    parser.add_argument("--faults-campaigns", type=int, default=40, help="campaigns of the fault soak (default 40)")
-    parser.add_argument("--faults-count", type=int, default=18, help="faults the soak injects (default 18)")
+    parser.add_argument("--faults-campaigns", type=int, default=300, help="campaigns of the fault soak (default 300)")
+    parser.add_argument("--faults-accounts", type=int, default=6, help="accounts of the fault soak (default 6)")
+    parser.add_argument("--faults-count", type=int, default=26, help="faults the soak injects (default 26)")
     parser.add_argument(
         "--postgres",
         default="postgresql://postgres@127.0.0.1:5432/test",
@@ -387,10 +389,18 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
         return {"soak": soaks}
     if part == "faults":
         print(
-            f"fault soak: {args.faults_campaigns} campaigns, {args.faults_count} faults (seed {args.faults_seed}) ...",
+            f"fault soak: {args.faults_campaigns} campaigns over {args.faults_accounts} accounts, {args.faults_count} "
+            f"faults (seed {args.faults_seed}) ...",
             flush=True,
         )
-        return {"faults": measure_faults(str(local_root), args.faults_seed, args.faults_campaigns, args.faults_count)}
+        figures = measure_faults(
+            str(local_root),
+            args.faults_seed,
+            args.faults_campaigns,
+            args.faults_count,
+            accounts=args.faults_accounts,
+        )
+        return {"faults": figures}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)

@@ -67,6 +67,12 @@ class LatencyProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
 
+    def forget(self, name: str) -> None:
+        """Drop the copies of the objects whose path ends with ``name``: their next range read fetches them anew, as
+        after they were replaced upstream."""
+        for path in [path for path in self._objects if path.endswith(name)]:
+            self._objects.pop(path, None)
+
     def reset(self) -> Traffic:
         """The traffic so far, and start counting afresh."""
         with self._lock:
@@ -116,13 +122,15 @@ class LatencyProxy:
         self, path: str, headers: dict[str, str], lower: dict[str, str], byte_range: re.Match
     ) -> tuple[int, dict[str, str], bytes | memoryview]:
         """A range GET answered from the object's copy, fetched from upstream on first use."""
-        if path not in self._objects:
+        # Read once: forget() may drop the copy from another thread at any moment.
+        copy = self._objects.get(path)
+        if copy is None:
             whole = {k: v for k, v in headers.items() if k.lower() not in ("range", "if-match")}
             status, reply, body = await asyncio.to_thread(_upstream, self.upstream, "GET", path, whole, b"")
             if status != 200:
                 return status, reply, body
-            self._objects[path] = (body, reply)
-        body, reply = self._objects[path]
+            copy = self._objects[path] = (body, reply)
+        body, reply = copy
         etag = next((v for k, v in reply.items() if k.lower() == "etag"), "")
         if lower.get("if-match", etag) != etag:
             return 412, {}, b""

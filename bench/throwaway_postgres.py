@@ -18,7 +18,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+from psycopg2 import sql
 
 # PostgreSQL refuses to run as root: as root, the cluster belongs to this user (or nobody, where it does not exist).
 SERVER_USER = "postgres"
@@ -56,7 +59,7 @@ def packaged_server_binaries() -> Path:
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -99,6 +102,18 @@ class ThrowawayPostgres:
         options = f"-p {port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._pg_ctl("-o", options, "-w", "start")
 
+    def create_database(self, name: str) -> str:
+        """A new empty database on the cluster, gone with it; its URL. The connection that makes it is closed at
+        once: one held open would not survive the cluster stopped as a fault."""
+        admin = psycopg2.connect(self.url)
+        try:
+            admin.autocommit = True
+            with admin.cursor() as cursor:
+                cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        finally:
+            admin.close()
+        return urlunsplit(urlsplit(self.url)._replace(path=f"/{name}"))
+
     def restart(self) -> None:
         """Restart the server the way an operator (or a failover) does: every connection is cut."""
         self._pg_ctl("-m", "fast", "-w", "restart")
@@ -128,7 +143,7 @@ def start_throwaway_postgres(binaries: Path | None = None) -> ThrowawayPostgres:
     folder = tempfile.mkdtemp(prefix="nakodo-pg-")
     if user:
         shutil.chown(folder, user)
-    port = _free_port()
+    port = free_port()
     server = ThrowawayPostgres(f"postgresql://postgres@127.0.0.1:{port}/postgres", folder, binaries, user)
     try:
         _run(user, [str(binaries / "initdb"), "-D", server.data, "-A", "trust", "-U", "postgres", "--no-sync"])

@@ -81,3 +81,19 @@ def test_the_packaged_server_binaries_run_a_cluster():
     finally:
         server.stop()
     assert not answers(server.url) and not os.path.exists(server.folder)
+
+
+def test_a_database_made_on_the_cluster_outlives_its_stops():
+    # The fault soak keeps Dagster's storage in a database of the cluster it stops: no connection of the maker is
+    # left to break, and the database is there again once the cluster starts.
+    server = start_throwaway_postgres()
+    try:
+        url = server.create_database("dagster")
+        server.halt()
+        server.start()
+        with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT current_database()")
+            assert cursor.fetchone()[0] == "dagster"
+    finally:
+        server.stop()
+    assert not answers(server.url)

@@ -12,7 +12,7 @@ from pydantic import Field
 from nakodo_dagster import tags
 from nakodo_dagster.drift import PairDrift, accept_command
 from nakodo_dagster.imports import ImportOutcome, PairReport, execute_import
-from nakodo_dagster.overture.faults import ReadFailed, ReadFault, classify
+from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed, ReadFault, classify
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import (
     REQUESTED,
@@ -272,7 +272,8 @@ def import_or_release_marks(
     interrupt from then on is run monitoring stopping a stuck run, and its marks read as failed, since asking for
     the pairs again at once would hold an import slot as long again. ``read_retried`` says the step runs again
     after a transient fault of the release that outlasted the read's own tries (the object store throttling,
-    resetting connections or stalling for a minute): the marks then stay for that try and ReadFailed is raised.
+    resetting connections or stalling for a minute), or after a file that changed under the read and is unreadable
+    since: the marks then stay for that try and ReadFailed is raised.
     ``accept`` lands every pair's rows whatever the drift gate says (an analyst's accepted re-import), measured.
     """
     gate = drift_limits()
@@ -291,7 +292,7 @@ def import_or_release_marks(
             # Nothing can be marked in a store out of reach; the step's retry imports under the same marks.
             raise
         fault = exc.fault if isinstance(exc, ReadFailed) else classify(exc)
-        if read_retried and fault.kind == "transient":
+        if read_retried and fault.kind in PASSING_KINDS:
             # Not the data's fault: marked failed, the pairs would wait 7 days for what the next try fixes.
             raise ReadFailed(fault) from exc
         failure = import_failure(run, release, fault)

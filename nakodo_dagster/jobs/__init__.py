@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from nakodo_dagster.overture.faults import ReadFailed
+from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed
 from nakodo_dagster.store import store_unreachable
 
 # A sensor's run prints what it did and what went wrong (INFO and up), not its every event at DEBUG: each event is
@@ -23,11 +23,12 @@ STEP_RETRY_SECONDS = 10
 
 def passing_fault(error: BaseException) -> str | None:
     """What ``error`` left out of reach, in words, when it is a fault another try a little later fixes: the store
-    (a restart, a failover, a host lost), or the release once the read's own tries are spent on the object store's
-    transient faults; None for any other error."""
+    (a restart, a failover, a host lost), the release once the read's own tries are spent on the object store's
+    transient faults, or a file of it that changed under the read and is unreadable since; None for any other
+    error."""
     if store_unreachable(error):
         return "The store could not be reached"
-    if isinstance(error, ReadFailed) and error.fault.kind == "transient":
+    if isinstance(error, ReadFailed) and error.fault.kind in PASSING_KINDS:
         return "The Overture release could not be read"
     return None
 

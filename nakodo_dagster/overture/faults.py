@@ -1,5 +1,6 @@
 """What went wrong in a read of a release, in words: a transient fault is worth another try within the run, a
-permanent one (a file that is not Parquet, a schema the reader does not know) is not."""
+permanent one (a file that is not Parquet, a schema the reader does not know) is not. A file that changed under the
+read and is unreadable since is neither: a later try may find it whole again (``ReleaseChanged``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ READ_ATTEMPTS = 4
 """Tries of one read before its pairs are marked failed: the seeds mark a pair failed only for a reason the task's
 own retries could not fix."""
 FIRST_BACKOFF_SECONDS = 1.0
+PASSING_KINDS = ("transient", "changed")
+"""The faults the import step tries again, a little later, before its pairs are marked failed: the object store's
+(throttled, reset, stalled past the read's own tries) and a file that changed under the read and cannot be read
+since (cut short or being replaced in place, then put back)."""
 
 _TRANSIENT_WORDS = (
     "timed out",
@@ -46,10 +51,16 @@ _PARQUET_FILE = re.compile(r"([\w.=-]+\.parquet)\b")
 _UNREADABLE_WORDS = ("thrift", "parquet magic", "not a parquet file", "footer", "corrupt", "invalid parquet")
 
 
+class ReleaseChanged(Exception):
+    """A file of the release changed while it was read (its version is not the one its index holds) and could not
+    be read again since: cut short, or replaced and not whole yet. A file unreadable from its first read is not
+    this: nothing says it will ever be whole."""
+
+
 @dataclass(frozen=True)
 class ReadFault:
-    """A read that failed: its kind in words (``unreadable``, ``schema``, ``transient``, ``other``), the file it
-    names if any, and how many tries it took."""
+    """A read that failed: its kind in words (``unreadable``, ``changed``, ``schema``, ``transient``, ``other``),
+    the file it names if any, and how many tries it took."""
 
     kind: str
     file: str | None
@@ -62,6 +73,8 @@ class ReadFault:
         file = f"file {self.file}" if self.file else "a file"
         if self.kind == "unreadable":
             return f"{file} is unreadable (truncated or not Parquet)"
+        if self.kind == "changed":
+            return f"{file} changed while it was read and is unreadable since (truncated or being replaced)"
         if self.kind == "schema":
             return f"{file} has columns the reader does not know ({_first_line(self.error)})"
         if self.kind == "transient":
@@ -75,7 +88,9 @@ def classify(error: BaseException, attempts: int = 1) -> ReadFault:
     chain = list(_chain(error))
     text = " ".join(f"{type(e).__name__} {e}" for e in chain).lower()
     file = next((m.group(1) for e in chain if (m := _PARQUET_FILE.search(str(e)))), None)
-    if any(word in text for word in _UNREADABLE_WORDS) or any(isinstance(e, pa.ArrowInvalid) for e in chain):
+    if any(isinstance(e, ReleaseChanged) for e in chain):
+        kind = "changed"
+    elif any(word in text for word in _UNREADABLE_WORDS) or any(isinstance(e, pa.ArrowInvalid) for e in chain):
         kind = "unreadable"
     elif any(isinstance(e, (KeyError, pa.ArrowTypeError)) for e in chain) or "schema" in text:
         kind = "schema"

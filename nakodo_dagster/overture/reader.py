@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.duck import connect, is_s3
+from nakodo_dagster.overture.faults import ReleaseChanged, classify
 from nakodo_dagster.overture.index import (
     FetchStats,
     ReleaseIndex,
@@ -185,11 +186,18 @@ def _read_with_index(
         spent.append(cost)
     try:
         table, schema, cost = _query_landing(run, root, index, release)
-    except StaleIndex:
+    except StaleIndex as stale:
         # A file changed under the same release name (or the index was built for other columns): the index is
         # rebuilt once, and the read repeated on it.
-        index, rebuilt = build_index(root, release, index_dir, query_column)
-        table, schema, cost = _query_landing(run, root, index, release)
+        try:
+            index, rebuilt = build_index(root, release, index_dir, query_column)
+            table, schema, cost = _query_landing(run, root, index, release)
+        except Exception as error:
+            if classify(error).kind != "unreadable":
+                raise
+            # The file was readable when the index was built: cut short or caught half replaced, it may be whole
+            # again on a later try, unlike a file unreadable from the start.
+            raise ReleaseChanged(f"{stale}; read again: {error}") from error
         spent.append(rebuilt)
     spent.append(cost)
     requests = None if spent[0].requests is None else sum(s.requests for s in spent)

@@ -4,6 +4,7 @@ places asset alike. A failed import's pairs are shown as failed partitions of pl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,7 +14,7 @@ import dagster as dg
 # Dagster 1.13 has no public way for an op to say which asset partitions it was materialising. The partition
 # status the UI shows is built from these planned events: a partition planned in a failed run and not materialised
 # since reads as failed. (Its failure events are not read back by the open-source event log.)
-from dagster._core.events import AssetMaterializationPlannedData
+from dagster._core.events import AssetMaterializationPlannedData, JobFailureData
 
 # Dagster's own decision whether a failed run is run again (run_retries in dagster.yaml), the one its retry daemon
 # acts on: a run whose worker, pod or daemon died is, a run whose step failed is not.
@@ -27,6 +28,11 @@ from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun
 from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
+
+# An exception's message as Dagster keeps it: ``module.Class: words``.
+_QUALIFIED_NAME = re.compile(r"^[\w.]+: ")
+# The exception's words kept in a failure's one line: enough to tell what broke, short enough to stay one line.
+CAUSE_CHARACTERS = 160
 
 
 @dataclass(frozen=True)
@@ -104,11 +110,27 @@ def _some_of(done: int, held: int, what: str, others: str) -> str:
 
 
 def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
-    """Why a run failed, in one line, for the pairs it held: Dagster's own words for the failure (a killed
-    worker, a step that failed) after the run's id."""
-    message = (context.failure_event.message or "").strip()
+    """Why a run failed, in one line, for the pairs it held: ``run_failure_headline`` after the run's id."""
+    return f"import run {context.dagster_run.run_id} failed: {run_failure_headline(context.failure_event)}"
+
+
+def run_failure_headline(event: dg.DagsterEvent) -> str:
+    """A run failure's first line: Dagster's own words for it (a killed worker, a step that failed), followed by
+    the exception's class and first line where the run failed on one outside any step. Dagster's words alone then
+    say only "An exception was thrown during execution.": a run worker that lost Dagster's storage (its
+    PostgreSQL stopped) fails so, and the reason is what tells it from a bug."""
+    message = (event.message or "").strip()
     first = message.splitlines()[0] if message else "no reason given"
-    return f"import run {context.dagster_run.run_id} failed: {first}"
+    data = event.event_specific_data
+    error = data.error if isinstance(data, JobFailureData) else None
+    if error is None:
+        return first
+    # The message starts with the exception's qualified class name, which the class name alone says plainly.
+    words = _QUALIFIED_NAME.sub("", (error.message or "").strip()).splitlines()
+    cause = f"{error.cls_name}: {words[0]}" if words and error.cls_name else (words[0] if words else error.cls_name)
+    if not cause or cause in first:
+        return first
+    return f"{first.rstrip('.')}: {cause[:CAUSE_CHARACTERS]}"
 
 
 # Neither sensor answers with a SkipReason, for a run it leaves alone either: Dagster evaluates a run status sensor

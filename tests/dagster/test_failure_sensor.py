@@ -29,6 +29,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.auto_run_reexecution.auto_run_reexecution import consume_new_runs_for_automatic_reexecution
+from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
 
@@ -121,6 +122,30 @@ def test_a_killed_import_run_stops_the_wait(instance, resources):
     }
     [progress] = store.search_progress(datetime.now(UTC))
     assert (progress.failed, progress.coming, progress.pending(True)) == (progress.areas, 0, 0)
+
+
+def test_a_run_that_failed_outside_its_steps_says_on_what(instance, resources):
+    # A run worker that lost Dagster's storage (its PostgreSQL stopped past the storage's own retries) fails the run
+    # with Dagster's "An exception was thrown during execution." and no more, unless the exception is named.
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    error = SerializableErrorInfo(
+        "dagster_postgres.utils.DagsterPostgresException: too many retries for DB connection\n",
+        [],
+        "DagsterPostgresException",
+    )
+
+    _fail_as_run_monitoring_does(
+        instance, resources, run, JobFailureData(error=error, failure_reason=RunFailureReason.RUN_EXCEPTION)
+    )
+
+    rows = store.import_rows({a for a, _ in _pairs(request)}, {c for _, c in _pairs(request)})
+    assert {row.failure for row in rows} == {
+        f"import run {run.run_id} failed: This run has been marked as failed from outside the execution context: "
+        "DagsterPostgresException: too many retries for DB connection"
+    }
 
 
 def test_an_older_run_failing_leaves_a_newer_mark_on_its_pair_alone(instance, resources):

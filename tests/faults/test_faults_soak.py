@@ -1,7 +1,7 @@
 """The fault soak's checks, each shown to catch what it checks on a store and an instance broken by hand, and a
-short soak through its command (bench.faults: the real daemon, the store on a PostgreSQL cluster of its own, the
-release read from S3 on loopback through the fault proxy): every fault survived, the store's PostgreSQL stopped and
-the object store's bursts among them, every invariant holding."""
+short soak through its command (bench.faults: the real daemon, the store and Dagster's storage on a PostgreSQL
+cluster of its own, the release read from S3 on loopback through the fault proxy): every fault survived, several
+kinds among them, every invariant holding."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ import pytest
 from fault_helpers import execute, tick
 from overture_helpers import CURRENT as RELEASE
 
-from bench.fault_proxy import BURSTS
 from bench.faults import (
-    KINDS,
     broken_invariants,
     campaign_mismatches,
     coverage_against_recount,
@@ -43,6 +41,8 @@ WHOLE = {
     "pairs_lost": 0,
     "pairs_marked_failed": 0,
     "orphan_marks": 0,
+    "pairs_explained_by_plan": {"fresh": 1, "coming": 1, "failed": 0, "missing": 1},
+    "campaigns_paused_by_plan_unexplained": 0,
     "pairs_imported_by_two_runs_at_once": 0,
     "max_import_runs_at_once": 2,
     "slots_held_by_ended_runs": 0,
@@ -71,6 +71,8 @@ def _broken(path: str, value: object) -> dict:
         ("pairs_lost", 1),
         ("pairs_marked_failed", 1),
         ("orphan_marks", 1),
+        ("pairs_explained_by_plan.failed", 1),
+        ("campaigns_paused_by_plan_unexplained", 1),
         ("pairs_imported_by_two_runs_at_once", 1),
         ("max_import_runs_at_once", 3),
         ("slots_held_by_ended_runs", 1),
@@ -165,16 +167,31 @@ def test_each_failed_import_run_is_found_with_its_headline(instance, duckdb_url,
     assert instance.get_run_by_id(silent.run_id).status == dg.DagsterRunStatus.FAILURE
 
 
+# Kinds the fleet comes back from in seconds, met once each: the daemon's process group or a worker killed waits out
+# the 75 s before its slots are freed (test_faults_daemon_killed.py and the long soak meet those), and a new release
+# is written first (the long soak).
+SHORT_KINDS = (
+    "cancelled_running",
+    "code_server_killed",
+    "plan_downgraded",
+    "postgres_stopped",
+    "s3_slowdown",
+    "release_truncated",
+)
+
+
 @pytest.mark.slow
 def test_a_short_soak_survives_its_faults_and_every_invariant_holds():
-    # One fault of each kind, the store's PostgreSQL stopped among them: the soak starts a cluster of its own.
-    command = [sys.executable, "-m", "bench.faults", "--seed", "3", "--campaigns", "6", "--faults", str(len(KINDS) + 1)]
+    command = [
+        *(sys.executable, "-m", "bench.faults", "--seed", "3", "--campaigns", "6", "--accounts", "2"),
+        *("--faults", str(len(SHORT_KINDS)), "--kinds", ",".join(SHORT_KINDS)),
+    ]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert finished.returncode == 0, finished.stderr[-3000:]
     soak = json.loads(finished.stdout)
     assert soak["invariants_broken"] == [], soak
-    assert soak["store"] == "postgres" and soak["faults_injected"].get("postgres_stopped") == 1, soak
-    assert all(soak["faults_injected"].get(kind) == 1 for kind in BURSTS), soak
-    assert sum(soak["requests_faulted"].values()) > 0, "the bursts met the object store's requests"
-    assert sum(soak["faults_injected"].values()) >= 7, soak
-    assert soak["campaign_businesses"]["campaigns"] == 6 and soak["campaign_businesses"]["businesses"] > 0
+    # The PostgreSQL cluster stopped holds Dagster's storage as well as the store.
+    assert (soak["store"], soak["instance"]) == ("postgres", "postgres"), soak
+    assert soak["faults_injected"] == dict.fromkeys(SHORT_KINDS, 1), soak
+    assert soak["campaigns_paused_by_plan"] > 0, soak
+    assert soak["campaign_businesses"]["campaigns"] > 0 and soak["campaign_businesses"]["businesses"] > 0

@@ -17,7 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 from overture_helpers import CURRENT, PREVIOUS, block_run, fiji_run
 
+from nakodo_dagster.jobs import passing_fault
 from nakodo_dagster.overture import index as release_index
+from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed, read_with_retries
 from nakodo_dagster.overture.index import (
     HOLE_BUDGET,
     StaleIndex,
@@ -240,6 +242,47 @@ def test_a_rewritten_release_file_rebuilds_the_index(sample_root, tmp_path):
     after = read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
     assert after.table.equals(read_places(run, str(root), CURRENT, index_dir=None).table)
     assert 0 < after.table.num_rows < before.table.num_rows
+
+
+@pytest.mark.faults
+def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_once_restored(sample_root, tmp_path):
+    root = tmp_path / "root"
+    folder = root / CURRENT / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    for path in _files(sample_root, CURRENT):
+        (folder / path.name).write_bytes(path.read_bytes())
+    run = RUNS["block"]
+    before = read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
+    cut = sorted(folder.iterdir())[0]
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[: len(whole) // 2])
+
+    with pytest.raises(ReadFailed) as failed:
+        read_with_retries(lambda: read_places(run, str(root), CURRENT, index_dir=tmp_path / "index"))
+    # Tried again by the import step (passing_fault), not marked failed for 7 days at the first read.
+    assert failed.value.fault.kind == "changed" and failed.value.fault.kind in PASSING_KINDS
+    assert str(failed.value) == (
+        f"file {cut.name} changed while it was read and is unreadable since (truncated or being replaced)"
+    )
+    assert passing_fault(failed.value) == "The Overture release could not be read"
+
+    cut.write_bytes(whole)
+    assert read_places(run, str(root), CURRENT, index_dir=tmp_path / "index").table.equals(before.table)
+
+
+@pytest.mark.faults
+def test_a_release_file_unreadable_from_its_first_read_is_not_a_passing_fault(sample_root, tmp_path):
+    root = tmp_path / "root"
+    folder = root / CURRENT / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    for path in _files(sample_root, CURRENT):
+        data = path.read_bytes()
+        (folder / path.name).write_bytes(data[: len(data) // 2])
+
+    with pytest.raises(ReadFailed) as failed:
+        read_with_retries(lambda: read_places(RUNS["block"], str(root), CURRENT, index_dir=tmp_path / "index"))
+    assert failed.value.fault.kind == "unreadable"
+    assert passing_fault(failed.value) is None
 
 
 def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_ranges(monkeypatch):
