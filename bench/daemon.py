@@ -96,6 +96,18 @@ def _workspace(folder: Path) -> Path:
     return path
 
 
+def stop_group(process: subprocess.Popen) -> None:
+    """Stop a process started in a group of its own, and everything it started: SIGTERM, and SIGKILL after 30 s."""
+    # Gone already if the caller killed the whole group, as a node loss does.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 @contextlib.contextmanager
 def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen]:
     """A ``dagster-daemon run`` of ``workspace`` (run from its folder, its output in ``log``), stopped with the code
@@ -109,14 +121,7 @@ def running_daemon(workspace: Path, environ: Mapping[str, str], log: Path) -> It
         try:
             yield daemon
         finally:
-            # Gone already if the caller killed the whole group, as a node loss does.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(daemon.pid, signal.SIGTERM)
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, signal.SIGKILL)
-                daemon.wait()
+            stop_group(daemon)
             # Run workers still going outlive the daemon, their folder about to be deleted; one whose import failed then
             # was seen spinning for half an hour inside DuckDB, opening the store again to mark its pairs failed.
             with contextlib.suppress(ProcessLookupError):

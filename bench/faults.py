@@ -55,7 +55,7 @@ from dagster._core.scheduler.instigation import TickStatus
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
-from bench.daemon import PROJECT, running_daemon
+from bench.daemon import PROJECT, running_daemon, stop_group
 from bench.fault_proxy import BURSTS, FaultProxy, Rule, burst, start_proxy
 from bench.independent import campaign_businesses, expected_rows
 from bench.proxy import LatencyProxy
@@ -471,13 +471,7 @@ def running_webserver(workspace: Path, environ: dict[str, str], log: Path) -> It
             time.sleep(0.5)
         yield DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_group(server)
 
 
 def _serves(port: int) -> bool:

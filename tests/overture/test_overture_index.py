@@ -59,6 +59,16 @@ def _files(root: Path, release: str) -> list[Path]:
     return sorted((root / release / "theme=places" / "type=place").glob("*.parquet"))
 
 
+def _copied_release(sample_root: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the current sample release that a test may rewrite: its root and its places' folder."""
+    root = tmp_path / "root"
+    folder = root / CURRENT / "theme=places" / "type=place"
+    folder.mkdir(parents=True)
+    for path in _files(sample_root, CURRENT):
+        (folder / path.name).write_bytes(path.read_bytes())
+    return root, folder
+
+
 @pytest.mark.parametrize("release", [CURRENT, PREVIOUS])
 @pytest.mark.parametrize("name", list(RUNS))
 def test_the_index_reads_exactly_what_duckdb_reads(sample_root, tmp_path, expected, release, name):
@@ -227,11 +237,7 @@ def test_row_groups_land_whole_and_leaving_early_stops_the_fetch(sample_root, tm
 
 
 def test_a_rewritten_release_file_rebuilds_the_index(sample_root, tmp_path):
-    root = tmp_path / "root"
-    folder = root / CURRENT / "theme=places" / "type=place"
-    folder.mkdir(parents=True)
-    for path in _files(sample_root, CURRENT):
-        (folder / path.name).write_bytes(path.read_bytes())
+    root, folder = _copied_release(sample_root, tmp_path)
     run = RUNS["block"]
     before = read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
     # The same names, fewer places: an index of the old files would read the wrong bytes.
@@ -246,11 +252,7 @@ def test_a_rewritten_release_file_rebuilds_the_index(sample_root, tmp_path):
 
 @pytest.mark.faults
 def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_once_restored(sample_root, tmp_path):
-    root = tmp_path / "root"
-    folder = root / CURRENT / "theme=places" / "type=place"
-    folder.mkdir(parents=True)
-    for path in _files(sample_root, CURRENT):
-        (folder / path.name).write_bytes(path.read_bytes())
+    root, folder = _copied_release(sample_root, tmp_path)
     run = RUNS["block"]
     before = read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
     cut = sorted(folder.iterdir())[0]
