@@ -382,7 +382,8 @@ def soak_lines(soaks: list[dict], when: str) -> list[str]:
                 f"start {middle:.2f} s ({'met' if middle < median else 'missed'})"
             )
         lines += [
-            f"**{soak['campaigns']:,} campaigns on {soak['backend']}** (targets: every tick under {most:g} s, the "
+            f"**{soak['campaigns']:,} campaigns on {soak['backend']}**, measured {soak.get('measured_at', when)} "
+            f"(targets: every tick under {most:g} s, the "
             f"median after the cold start under {median:g} s): {'; '.join(verdicts)}. "
             f"{soak['imports']['landed']:,} import runs landed, {soak['imports']['failed']:,} failed, "
             f"{soak['searches']:,} searches.",
@@ -454,6 +455,7 @@ def measure_soak(
                 traveller.shift(timedelta(seconds=TICK_INTERVAL_S))
                 soak.serve(TICK_INTERVAL_S)
     return {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "backend": backend,
         "campaigns": campaigns,
         "radius_km": RADIUS_KM,
