@@ -125,6 +125,10 @@ UNFINISHED = [
 STUCK_SECONDS = 300
 # A campaign paused this long while its imports run, then resumed.
 PAUSE_SECONDS = 20
+# How long a fault that hits a run waits for one queued or running: the campaign added just before it is asked for
+# at the import sensor's next tick (every 30 s) and its run then starts, which takes longer on loaded cores. A
+# shorter wait missed the running import a cancel was for under a loaded full test run.
+IN_FLIGHT_SECONDS = 120
 # Import runs at once: the project's dagster.yaml limits runs tagged nakodo/kind=import to two.
 IMPORT_SLOTS = 2
 # A headline longer than this is a dump, not a line to read.
@@ -546,7 +550,7 @@ def _inject(
         # queued: a run reads the release in its first seconds, so the burst meets the next one's read.
         wanted = dg.DagsterRunStatus.QUEUED if kind in (*BURSTS, "release_truncated") else dg.DagsterRunStatus.STARTED
         with contextlib.suppress(RuntimeError):
-            _wait(f"an import run {wanted.value}", 30, lambda: import_runs(instance, [wanted]), fleet)
+            _wait(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
         in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
         at = time.time()
         if kind == "postgres_stopped":
@@ -582,7 +586,7 @@ def _inject(
         return _downgrade(store, plans)
     wanted = dg.DagsterRunStatus.QUEUED if kind == "cancelled_queued" else dg.DagsterRunStatus.STARTED
     with contextlib.suppress(RuntimeError):
-        _wait(f"an import run {wanted.value}", 30, lambda: import_runs(instance, [wanted]), fleet)
+        _wait(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
     runs = import_runs(instance, [wanted])
     if kind == "worker_killed":
         runs = [run for run in runs if tags.RUN_WORKER_PID in run.tags]
