@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from nakodo_dagster.drift import DriftLimits, PairDrift, drift_reasons, gated
 from nakodo_dagster.store.models import HeldImport
-from nakodo_dagster.store.sql import PAIRS
+from nakodo_dagster.store.sql import INCOMING_AS_PLACES, PAIRS, PLACE_COLUMNS
 
 if TYPE_CHECKING:
     from nakodo_dagster.store.base import Transaction
@@ -67,13 +67,10 @@ SET release = excluded.release, kept_release = excluded.kept_release, places_bef
     reasons = excluded.reasons, held_at = excluded.held_at
 """
 
-_PLACE_COLUMNS = "area, category, id, name, lat, lng, confidence, address, country, websites, phones, release"
-
 FORGET_HELD_PLACES_OF = "DELETE FROM held_places WHERE area = $area AND category = $category"
 KEEP_HELD_PLACES = f"""
-INSERT INTO held_places ({_PLACE_COLUMNS})
-SELECT i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites, i.phones,
-       $release
+INSERT INTO held_places ({PLACE_COLUMNS})
+SELECT {INCOMING_AS_PLACES}
 FROM incoming_places AS i WHERE i.area = $area AND i.category = $category
 """
 
@@ -103,8 +100,8 @@ TAKE_HELD = f"DELETE FROM held_imports WHERE area = $area AND category = $catego
 ACCEPT_PLACES = (
     "DELETE FROM places WHERE area = $area AND category = $category",
     f"""
-    INSERT INTO places ({_PLACE_COLUMNS})
-    SELECT {_PLACE_COLUMNS} FROM held_places WHERE area = $area AND category = $category
+    INSERT INTO places ({PLACE_COLUMNS})
+    SELECT {PLACE_COLUMNS} FROM held_places WHERE area = $area AND category = $category
     """,
     FORGET_HELD_PLACES_OF,
 )

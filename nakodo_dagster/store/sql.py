@@ -439,11 +439,17 @@ CREATE TEMP TABLE incoming_places (
 )
 """
 
+# A place's columns, as places (and the drift gate's held_places) keep them, and the incoming rows (alias i) as
+# places of $release.
+PLACE_COLUMNS = "area, category, id, name, lat, lng, confidence, address, country, websites, phones, release"
+INCOMING_AS_PLACES = (
+    "i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites, i.phones, $release"
+)
+
 # The join on the run's pairs is what keeps a run from writing a pair somebody else reserved.
 INSERT_PLACES = f"""
-INSERT INTO places (area, category, id, name, lat, lng, confidence, address, country, websites, phones, release)
-SELECT i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites,
-       i.phones, $release
+INSERT INTO places ({PLACE_COLUMNS})
+SELECT {INCOMING_AS_PLACES}
 FROM incoming_places AS i JOIN {PAIRS} AS pair ON pair.area = i.area AND pair.category = i.category
 """
 
