@@ -841,7 +841,7 @@ def soak(
     with dg.DagsterInstance.from_config(str(environ["DAGSTER_HOME"])) as instance, contextlib.ExitStack() as webserver:
         # The instance's storage is made before the daemon and its code server start (see bench.daemon).
         instance.get_runs_count()
-        started = time.monotonic()
+        started, soak_started = time.monotonic(), time.time()
         fleet.start()
         try:
             fleet.api = webserver.enter_context(running_webserver(workspace, environ, folder / "webserver.log"))
@@ -950,6 +950,22 @@ def soak(
                 "releases": releases.online,
                 "pairs_fresh_by_release": dict(_fresh_by_release(store, needed)),
                 "failed_import_runs": failed_run_headlines(instance),
+                # What a broken invariant is read against: each needed pair marked failed with its reason, and each
+                # fault with when it came (seconds into the soak), what it hit and when the fleet was back.
+                "failed_marks": {
+                    f"{row.area} {row.category}": row.failure
+                    for row in store.import_rows({a for a, _ in needed}, {c for _, c in needed})
+                    if row.failure and (row.area, row.category) in needed
+                },
+                "fault_timeline": [
+                    {
+                        "kind": fault.kind,
+                        "at_s": round(fault.at - soak_started, 1),
+                        "pairs": [" ".join(pair) for pair in fault.pairs],
+                        "back_after_s": None if fault.recovered_at is None else round(fault.recovered_at - fault.at, 1),
+                    }
+                    for fault in injected
+                ],
                 "campaigns_with_businesses": len(waits),
                 "longest_wait_for_first_businesses_seconds": round(max(waits, default=0), 1),
                 "seconds": round(landed - started, 1),

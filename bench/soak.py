@@ -38,6 +38,7 @@ import psycopg2
 import pyarrow as pa
 import time_machine
 from dagster._core.events import DagsterEvent
+from tqdm import tqdm
 
 from bench.policy import (
     CATEGORIES_PER_CAMPAIGN,
@@ -441,7 +442,10 @@ def measure_soak(
         }
         soak = Fleet(store, instance, resources, "2026-10-15.0", seed)
         events: dict[str, dict] = {}
+        rounds = sum(min(phase.rounds, max_rounds or phase.rounds) for phase in PHASES)
+        progress = stack.enter_context(tqdm(total=rounds, unit="round", desc="soak", file=sys.stderr))
         for phase in PHASES:
+            progress.set_description(phase.name)
             if phase.name.startswith("after a burst"):
                 events[phase.name] = _burst(store, campaigns, seed)
             elif phase.name == "next day":
@@ -454,6 +458,7 @@ def measure_soak(
                 soak.round(phase.name, number)
                 traveller.shift(timedelta(seconds=TICK_INTERVAL_S))
                 soak.serve(TICK_INTERVAL_S)
+                progress.update()
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "backend": backend,

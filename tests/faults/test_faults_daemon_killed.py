@@ -77,6 +77,10 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
                     and running
                 ),
                 first_log,
+                lambda: (
+                    f"import runs {[(r.run_id[:8], r.status.value) for r in import_runs(instance)]}; "
+                    f"slot holders {sorted(holder[:8] for holder in slot_holders())}"
+                ),
             )
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()

@@ -189,7 +189,8 @@ def test_a_short_soak_survives_its_faults_and_every_invariant_holds():
     finished = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert finished.returncode == 0, finished.stderr[-3000:]
     soak = json.loads(finished.stdout)
-    assert soak["invariants_broken"] == [], soak
+    told = {key: soak[key] for key in ("invariants_broken", "failed_marks", "failed_import_runs", "fault_timeline")}
+    assert soak["invariants_broken"] == [], json.dumps(told, indent=1)
     # The PostgreSQL cluster stopped holds Dagster's storage as well as the store.
     assert (soak["store"], soak["instance"]) == ("postgres", "postgres"), soak
     assert soak["faults_injected"] == dict.fromkeys(SHORT_KINDS, 1), soak
