@@ -382,9 +382,11 @@ def soak_lines(soaks: list[dict], when: str) -> list[str]:
                 f"{sensor} slowest {slowest:.2f} s ({'met' if slowest < most else 'missed'}), median after the cold "
                 f"start {middle:.2f} s ({'met' if middle < median else 'missed'})"
             )
+        rounds = soak.get("max_rounds_per_phase")
+        shortened = f", {rounds} rounds a phase at most" if rounds else ""
         lines += [
-            f"**{soak['campaigns']:,} campaigns on {soak['backend']}**, measured {soak.get('measured_at', when)} "
-            f"(targets: every tick under {most:g} s, the "
+            f"**{soak['campaigns']:,} campaigns on {soak['backend']}**, measured {soak.get('measured_at', when)}"
+            f"{shortened} (targets: every tick under {most:g} s, the "
             f"median after the cold start under {median:g} s): {'; '.join(verdicts)}. "
             f"{soak['imports']['landed']:,} import runs landed, {soak['imports']['failed']:,} failed, "
             f"{soak['searches']:,} searches.",
@@ -468,6 +470,7 @@ def measure_soak(
         "pace_runs_per_hour": PACE,
         "failed_share": FAILED_SHARE,
         "seeding_s": round(seeding, 1),
+        "max_rounds_per_phase": max_rounds,
         "events": events,
         "imports": soak.imports,
         "searches": soak.searches,
