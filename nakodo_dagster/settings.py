@@ -42,8 +42,7 @@ DEFAULTS: dict[str, Callable[[], str]] = {
 
 def configured(name: str) -> str | None:
     """The variable's value if it is set, even empty (an empty value is a value, not the default); None if unset.
-
-    The one rule every reader of the environment follows: the code location, the runs and the command line."""
+    The settings below and the command line read the environment by this rule."""
     return os.environ.get(name)
 
 
