@@ -40,9 +40,16 @@ DEFAULTS: dict[str, Callable[[], str]] = {
 }
 
 
+def configured(name: str) -> str | None:
+    """The variable's value if it is set, even empty (an empty value is a value, not the default); None if unset.
+    The settings below and the command line read the environment by this rule."""
+    return os.environ.get(name)
+
+
 def value(name: str) -> str:
     """The setting's value now: its environment variable if set (even empty), else its default."""
-    return os.environ[name] if name in os.environ else DEFAULTS[name]()
+    given = configured(name)
+    return DEFAULTS[name]() if given is None else given
 
 
 # Settings a resource takes as whole numbers.
@@ -55,7 +62,7 @@ def setting(name: str) -> str | int | dg.EnvVar:
     import dagster as dg
 
     whole = name in WHOLE_NUMBERS
-    if name in os.environ:
+    if configured(name) is not None:
         return dg.EnvVar.int(name) if whole else dg.EnvVar(name)
     default = DEFAULTS[name]()
     return int(default) if whole else default

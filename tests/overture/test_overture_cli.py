@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from nakodo_dagster.overture.cli import sample_release
+from nakodo_dagster.cli.samples import sample_release
 from nakodo_dagster.overture.releases import newest_release
 
 
