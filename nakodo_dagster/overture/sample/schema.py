@@ -1,0 +1,89 @@
+"""The Arrow schema of a places file in either flavour, ``current`` or ``previous``."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from nakodo_dagster.errors import InvalidInput
+
+SCHEMAS = ("current", "previous")
+_NAMES_TYPE = pa.struct(
+    [
+        ("primary", pa.string()),
+        ("common", pa.map_(pa.string(), pa.string())),
+        (
+            "rules",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("variant", pa.string()),
+                        ("language", pa.string()),
+                        ("value", pa.string()),
+                        ("between", pa.list_(pa.float64())),
+                        ("side", pa.string()),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
+_SOURCE_TYPE = pa.struct(
+    [
+        ("property", pa.string()),
+        ("dataset", pa.string()),
+        ("license", pa.string()),
+        ("record_id", pa.string()),
+        ("update_time", pa.string()),
+        ("confidence", pa.float64()),
+        ("between", pa.list_(pa.float64())),
+    ]
+)
+_ADDRESS_TYPE = pa.struct(
+    [
+        ("freeform", pa.string()),
+        ("locality", pa.string()),
+        ("postcode", pa.string()),
+        ("region", pa.string()),
+        ("country", pa.string()),
+    ]
+)
+_BBOX_TYPE = pa.struct([("xmin", pa.float64()), ("xmax", pa.float64()), ("ymin", pa.float64()), ("ymax", pa.float64())])
+_TAXONOMY_TYPE = pa.struct(
+    [("primary", pa.string()), ("hierarchy", pa.list_(pa.string())), ("alternates", pa.list_(pa.string()))]
+)
+_CATEGORIES_TYPE = pa.struct([("primary", pa.string()), ("alternate", pa.list_(pa.string()))])
+_STRINGS = pa.list_(pa.string())
+
+
+def places_schema(schema: str = "current") -> pa.Schema:
+    """The Arrow schema of a places file in the given flavour, ``current`` or ``previous``."""
+    _check_schema(schema)
+    fields = [
+        ("id", pa.string()),
+        ("geometry", pa.binary()),
+        ("bbox", _BBOX_TYPE),
+        ("version", pa.int32()),
+        ("sources", pa.list_(_SOURCE_TYPE)),
+        ("names", _NAMES_TYPE),
+    ]
+    if schema == "current":
+        fields += [("basic_category", pa.string()), ("taxonomy", _TAXONOMY_TYPE)]
+    else:
+        fields += [("categories", _CATEGORIES_TYPE)]
+    fields += [
+        ("confidence", pa.float64()),
+        ("websites", _STRINGS),
+        ("socials", _STRINGS),
+        ("emails", _STRINGS),
+        ("phones", _STRINGS),
+        ("brand", pa.struct([("wikidata", pa.string()), ("names", _NAMES_TYPE)])),
+        ("addresses", pa.list_(_ADDRESS_TYPE)),
+    ]
+    if schema == "current":
+        fields.append(("operating_status", pa.string()))
+    return pa.schema(fields)
+
+
+def _check_schema(schema: str) -> None:
+    if schema not in SCHEMAS:
+        raise InvalidInput(f"schema {schema!r} is not allowed: use 'current' (taxonomy) or 'previous' (categories)")
