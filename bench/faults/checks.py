@@ -32,10 +32,10 @@ _TECHNICAL = re.compile(r"Traceback|[\w.]*\.\w*(Error|Exception)\b|\w+(Error|Exc
 
 def needed_pairs(store: Store) -> set[tuple[str, str]]:
     """Every (area, category) pair an active campaign needs."""
-    return _pairs_of(store.campaigns(active_only=True))
+    return pairs_of(store.campaigns(active_only=True))
 
 
-def _pairs_of(campaigns: Iterable[Campaign]) -> set[tuple[str, str]]:
+def pairs_of(campaigns: Iterable[Campaign]) -> set[tuple[str, str]]:
     return {
         (area, category)
         for campaign in campaigns
@@ -130,7 +130,7 @@ def failed_run_headlines(instance: dg.DagsterInstance) -> dict[str, str]:
     return {run.run_id: failure_headline(instance, run.run_id) for run in import_runs(instance, [FAILED])}
 
 
-def _orphan_marks(instance: dg.DagsterInstance, store: Store, pairs: set[tuple[str, str]]) -> int:
+def orphan_marks(instance: dg.DagsterInstance, store: Store, pairs: set[tuple[str, str]]) -> int:
     """Marks `requested`, not failed, whose stamp no queued or running run carries."""
     rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
     orphans = 0
@@ -187,13 +187,13 @@ def broken_invariants(results: dict) -> list[str]:
     return [f"{count} {what}" for count, what in checks if count]
 
 
-def _fresh_by_release(store: Store, pairs: set[tuple[str, str]]) -> Counter:
+def fresh_by_release(store: Store, pairs: set[tuple[str, str]]) -> Counter:
     """How many of these pairs hold each release."""
     rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
     return Counter(row.release for row in rows if (row.area, row.category) in pairs and row.release != REQUESTED)
 
 
-def _first_business_waits(store: Store) -> list[float]:
+def first_business_waits(store: Store) -> list[float]:
     """For each campaign with businesses, seconds from its creation to its first business."""
     rows = store._transact(
         lambda tx: tx.rows(

@@ -233,7 +233,7 @@ def _serves(port: int) -> bool:
         return False
 
 
-def _wait(what: str, seconds: float, ready: Callable[[], object], fleet: Fleet) -> object:
+def wait_for(what: str, seconds: float, ready: Callable[[], object], fleet: Fleet) -> object:
     deadline = time.monotonic() + seconds
     while not (found := ready()):
         if time.monotonic() > deadline:
@@ -243,7 +243,7 @@ def _wait(what: str, seconds: float, ready: Callable[[], object], fleet: Fleet) 
 
 
 @contextlib.contextmanager
-def _object_store(release_root: str) -> Iterator[ObjectStore]:
+def object_store(release_root: str) -> Iterator[ObjectStore]:
     """The releases under ``release_root`` on a loopback S3 server, behind the fault proxy."""
     # moto reads a whole object for each range GET (bench.proxy): the latency proxy, at no latency, answers them
     # from its copy instead, so that a big release costs the machine what S3's would.
@@ -258,7 +258,7 @@ def _object_store(release_root: str) -> Iterator[ObjectStore]:
 
 
 @contextlib.contextmanager
-def _store_server(store: str) -> Iterator[ThrowawayPostgres | None]:
+def store_server(store: str) -> Iterator[ThrowawayPostgres | None]:
     if store == "duckdb":
         yield None
         return

@@ -16,7 +16,7 @@ import dagster as dg
 from dagster_graphql import DagsterGraphQLClientError
 
 from bench.fault_proxy import BURSTS, Rule, burst
-from bench.faults.fleet import Fleet, _wait
+from bench.faults.fleet import Fleet, wait_for
 from bench.faults.runs import import_runs, run_pairs
 from nakodo_dagster import tags
 from nakodo_dagster.errors import InvalidInput
@@ -75,7 +75,7 @@ class Fault:
     paused_by_plan: dict[int, str] = field(default_factory=dict)
 
 
-def _resume(store: Store, fault: Fault) -> None:
+def resume_campaign(store: Store, fault: Fault) -> None:
     """Resume the campaign a fault paused; one whose account has since moved to a plan without room for it stays
     paused, as its owner would find it."""
     with contextlib.suppress(InvalidInput):
@@ -83,7 +83,7 @@ def _resume(store: Store, fault: Fault) -> None:
     fault.recovered_at = time.time()
 
 
-def _inject(
+def inject_fault(
     kind: str,
     instance: dg.DagsterInstance,
     store: Store,
@@ -108,7 +108,7 @@ def _inject(
         # queued: a run reads the release in its first seconds, so the burst meets the next one's read.
         wanted = dg.DagsterRunStatus.QUEUED if kind in (*BURSTS, "release_truncated") else dg.DagsterRunStatus.STARTED
         with contextlib.suppress(RuntimeError):
-            _wait(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
+            wait_for(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
         in_flight = [pair for run in import_runs(instance, [dg.DagsterRunStatus.STARTED]) for pair in run_pairs(run)]
         at = time.time()
         if kind == "postgres_stopped":
@@ -144,7 +144,7 @@ def _inject(
         return _downgrade(store, plans)
     wanted = dg.DagsterRunStatus.QUEUED if kind == "cancelled_queued" else dg.DagsterRunStatus.STARTED
     with contextlib.suppress(RuntimeError):
-        _wait(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
+        wait_for(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
     runs = import_runs(instance, [wanted])
     if kind == "worker_killed":
         runs = [run for run in runs if tags.RUN_WORKER_PID in run.tags]

@@ -63,7 +63,7 @@ def _hit_pairs(fault: Fault, instance: dg.DagsterInstance) -> list[tuple[str, st
     return fault.pairs + started
 
 
-def _recovered(fault: Fault, instance: dg.DagsterInstance, store: Store) -> float | None:
+def recovery_time(fault: Fault, instance: dg.DagsterInstance, store: Store) -> float | None:
     """When the fleet came back from ``fault`` (seconds since the epoch), or None if it has not: the pairs it hit
     landed (``_hit_pairs``; the daemon's: those of the imports in flight, else the first import after the
     restart); a paused campaign, once resumed."""

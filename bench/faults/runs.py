@@ -40,17 +40,17 @@ def slots_held_by_ended_runs(instance: dg.DagsterInstance) -> set[str]:
     return {run.run_id for run in instance.get_runs(dg.RunsFilter(run_ids=list(holders))) if run.status in FINISHED}
 
 
-def _spans(instance: dg.DagsterInstance) -> list[tuple[float, float, dg.DagsterRun]]:
+def run_spans(instance: dg.DagsterInstance) -> list[tuple[float, float, dg.DagsterRun]]:
     records = instance.get_run_records(dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}))
     return [(r.start_time, r.end_time, r.dagster_run) for r in records if r.start_time and r.end_time]
 
 
-def _most_at_once(spans: list[tuple[float, float, dg.DagsterRun]]) -> int:
+def most_at_once(spans: list[tuple[float, float, dg.DagsterRun]]) -> int:
     edges = sorted([(start, 1) for start, _, _ in spans] + [(end, -1) for _, end, _ in spans])
     return max(itertools.accumulate(step for _, step in edges), default=0)
 
 
-def _pairs_imported_twice_at_once(spans: list[tuple[float, float, dg.DagsterRun]]) -> int:
+def pairs_imported_twice_at_once(spans: list[tuple[float, float, dg.DagsterRun]]) -> int:
     by_pair: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for start, end, run in spans:
         for pair in run_pairs(run):

@@ -17,37 +17,37 @@ import dagster as dg
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 
 from bench.faults.checks import (
-    _first_business_waits,
-    _fresh_by_release,
-    _orphan_marks,
-    _pairs_of,
     broken_invariants,
     campaign_mismatches,
     coverage_against_recount,
     failed_run_headlines,
+    first_business_waits,
+    fresh_by_release,
     is_plain,
     needed_pairs,
+    orphan_marks,
     pair_states,
+    pairs_of,
     searches_caught_up,
 )
 from bench.faults.fleet import (
     Fleet,
     ObjectStore,
     Releases,
-    _object_store,
-    _store_server,
-    _wait,
     daemon_home,
+    object_store,
     running_webserver,
+    store_server,
+    wait_for,
 )
-from bench.faults.inject import FIRST_PLAN, KINDS, STORE_KINDS, Fault, _inject, _resume
-from bench.faults.recovery import _recovered
+from bench.faults.inject import FIRST_PLAN, KINDS, STORE_KINDS, Fault, inject_fault, resume_campaign
+from bench.faults.recovery import recovery_time
 from bench.faults.runs import (
     UNFINISHED,
-    _most_at_once,
-    _pairs_imported_twice_at_once,
-    _spans,
     import_runs,
+    most_at_once,
+    pairs_imported_twice_at_once,
+    run_spans,
     slots_held_by_ended_runs,
 )
 from bench.throwaway_postgres import ThrowawayPostgres
@@ -143,25 +143,25 @@ def soak(
 
             for targeting in waves[0]:
                 add(targeting)
-            _wait("the first import run to start", STUCK_SECONDS, lambda: import_runs(instance), fleet)
+            wait_for("the first import run to start", STUCK_SECONDS, lambda: import_runs(instance), fleet)
             paused: list[Fault] = []
             for (gap, kind), wave in zip(schedule, waves[1:], strict=True):
                 for targeting in wave:
                     add(targeting)
                 time.sleep(gap)
                 for fault in [f for f in paused if time.time() - f.at >= PAUSE_SECONDS]:
-                    _resume(store, fault)
+                    resume_campaign(store, fault)
                     paused.remove(fault)
-                fault = _inject(kind, instance, store, fleet, rng, plans)
+                fault = inject_fault(kind, instance, store, fleet, rng, plans)
                 if fault is not None:
                     injected.append(fault)
                     paused += [fault] if kind == "campaign_paused" else []
             for fault in paused:
-                _resume(store, fault)
+                resume_campaign(store, fault)
             for restore in releases.restores:
                 restore.join()
             needed = needed_pairs(store)
-            _wait(
+            wait_for(
                 "every needed pair to land",
                 STUCK_SECONDS + 60 * len(targetings),
                 lambda: (
@@ -172,7 +172,7 @@ def soak(
             landed = time.monotonic()
             # A search that never catches up is what the check of the campaigns' businesses reports.
             with contextlib.suppress(RuntimeError):
-                _wait(
+                wait_for(
                     "every campaign searched since its pairs landed",
                     SEARCH_CATCH_UP_SECONDS,
                     lambda: searches_caught_up(instance, store),
@@ -180,16 +180,16 @@ def soak(
                 )
             # The slots of a run killed last are freed 75 s after it ended.
             with contextlib.suppress(RuntimeError):
-                _wait("no slot held by a run that ended", 150, lambda: not slots_held_by_ended_runs(instance), fleet)
+                wait_for("no slot held by a run that ended", 150, lambda: not slots_held_by_ended_runs(instance), fleet)
             for fault in injected:
-                if (at := _recovered(fault, instance, store)) is not None:
+                if (at := recovery_time(fault, instance, store)) is not None:
                     fault.recovered_at = at
-            spans = _spans(instance)
+            spans = run_spans(instance)
             states = pair_states(store, needed)
             paused_by_plan = {c.id: c for c in store.campaigns() if c.status != "active" and c.paused_reason}
-            explained = _pairs_of(paused_by_plan.values()) - needed
+            explained = pairs_of(paused_by_plan.values()) - needed
             explained_states = pair_states(store, explained)
-            waits = _first_business_waits(store)
+            waits = first_business_waits(store)
             runs = import_runs(instance)
             results = {
                 "seed": seed,
@@ -201,7 +201,7 @@ def soak(
                 "pairs_fresh": states["fresh"],
                 "pairs_marked_failed": states["failed"],
                 "pairs_lost": len(needed) - states["fresh"],
-                "orphan_marks": _orphan_marks(instance, store, needed | explained),
+                "orphan_marks": orphan_marks(instance, store, needed | explained),
                 "campaigns_paused_by_plan": len(paused_by_plan),
                 # Needed only by campaigns a smaller plan paused: explained (paused, over plan), never failed.
                 "pairs_explained_by_plan": {state: explained_states[state] for state in PAIR_STATES},
@@ -214,8 +214,8 @@ def soak(
                 "import_runs_failed": sum(r.status == dg.DagsterRunStatus.FAILURE for r in runs),
                 "import_runs_retried": sum(AUTO_RETRY_RUN_ID_TAG in r.tags for r in runs),
                 "import_runs_cancelled": sum(r.status == dg.DagsterRunStatus.CANCELED for r in runs),
-                "max_import_runs_at_once": _most_at_once(spans),
-                "pairs_imported_by_two_runs_at_once": _pairs_imported_twice_at_once(spans),
+                "max_import_runs_at_once": most_at_once(spans),
+                "pairs_imported_by_two_runs_at_once": pairs_imported_twice_at_once(spans),
                 "slots_held_by_ended_runs": len(slots_held_by_ended_runs(instance)),
                 "faults_injected": dict(Counter(f.kind for f in injected)),
                 "faults_survived": dict(Counter(f.kind for f in injected if f.recovered_at is not None)),
@@ -234,7 +234,7 @@ def soak(
                 "coverage_counts": coverage_against_recount(store),
                 "campaign_businesses": dict(campaign_mismatches(store, Path(release_root), releases.folders)),
                 "releases": releases.online,
-                "pairs_fresh_by_release": dict(_fresh_by_release(store, needed)),
+                "pairs_fresh_by_release": dict(fresh_by_release(store, needed)),
                 "failed_import_runs": failed_run_headlines(instance),
                 # What a broken invariant is read against: each needed pair marked failed with its reason, and each
                 # fault with when it came (seconds into the soak), what it hit and when the fleet was back.
@@ -291,9 +291,9 @@ def measure_faults(
     (default: every kind)."""
     with (
         _release(release_root) as root,
-        _object_store(root) as remote,
+        object_store(root) as remote,
         tempfile.TemporaryDirectory(prefix="nakodo-soak-") as folder,
-        _store_server(store) as postgres,
+        store_server(store) as postgres,
     ):
         # Dagster's own storage beside the store's, on the cluster the soak stops: both lose their connections.
         instance_database = postgres.create_database("dagster") if postgres else None

@@ -25,5 +25,5 @@ def uuid_strings(words: np.ndarray) -> pa.Array:
     return pa.array(dashed.view("S36").ravel()).cast(pa.string())
 
 
-def _uuid(high: np.uint64, low: np.uint64) -> str:
+def uuid_of(high: np.uint64, low: np.uint64) -> str:
     return uuid_strings(np.array([[high, low]], dtype=np.uint64))[0].as_py()

@@ -11,26 +11,26 @@ import pyarrow.compute as pc
 from nakodo_dagster.overture.sample.drift import DROPPED_KEEPS, INFLATED_GAINS, ReleaseDrift
 from nakodo_dagster.overture.sample.ids import random_uuid_words, uuid_strings
 from nakodo_dagster.overture.sample.schema import (
-    _ADDRESS_TYPE,
-    _BBOX_TYPE,
-    _CATEGORIES_TYPE,
-    _NAMES_TYPE,
-    _SOURCE_TYPE,
-    _STRINGS,
-    _TAXONOMY_TYPE,
+    ADDRESS_TYPE,
+    BBOX_TYPE,
+    CATEGORIES_TYPE,
+    NAMES_TYPE,
+    SOURCE_TYPE,
+    STRINGS,
+    TAXONOMY_TYPE,
 )
 from nakodo_dagster.overture.sample.tables import (
-    _ADJECTIVES,
-    _BORDER_CITIES,
-    _BORDER_LOCALITIES,
-    _DATASETS,
-    _DEFAULT_STREETS,
-    _DIAL_CODES,
-    _STATUS_SHARES,
-    _STREETS,
+    ADJECTIVES,
+    BORDER_CITIES,
+    BORDER_LOCALITIES,
     CITIES,
+    DATASETS,
+    DEFAULT_STREETS,
+    DIAL_CODES,
     FIXED_PLACES,
+    STATUS_SHARES,
     STATUSES,
+    STREETS,
     TAXONOMY,
     border_country,
 )
@@ -38,7 +38,7 @@ from nakodo_dagster.placement import KM_PER_DEGREE, MIN_COS_LAT
 
 
 @dataclass
-class _Places:
+class Places:
     """Every sample place as plain numbers; strings are made per file from these, so memory stays small."""
 
     lat: np.ndarray
@@ -66,7 +66,7 @@ class _Places:
     fixed_name: np.ndarray
 
     @classmethod
-    def generate(cls, rows: int, rng: np.random.Generator) -> _Places:
+    def generate(cls, rows: int, rng: np.random.Generator) -> Places:
         n = rows - len(FIXED_PLACES)
         city_weights = np.array([c.weight for c in CITIES])
         city = rng.choice(len(CITIES), size=n, p=city_weights / city_weights.sum())
@@ -81,11 +81,11 @@ class _Places:
 
         country = np.array([c.country for c in CITIES], dtype=object)[city]
         locality = np.array([c.name for c in CITIES], dtype=object)[city]
-        border = np.isin(city, [i for i, c in enumerate(CITIES) if c.name in _BORDER_CITIES])
+        border = np.isin(city, [i for i, c in enumerate(CITIES) if c.name in BORDER_CITIES])
         border_countries = border_country(lat[border], lng[border])
         country[border] = border_countries
         basel = border & (locality == "Basel")
-        locality[basel] = [_BORDER_LOCALITIES[c] for c in country[basel]]
+        locality[basel] = [BORDER_LOCALITIES[c] for c in country[basel]]
 
         category_weights = np.array([c.weight for c in TAXONOMY])
         category = rng.choice(len(TAXONOMY), size=n, p=category_weights / category_weights.sum())
@@ -96,7 +96,7 @@ class _Places:
 
         confidence = np.round(rng.beta(5.0, 2.0, n), 4)
         confidence[rng.random(n) < 0.01] = np.nan
-        status = rng.choice(len(STATUSES), size=n, p=_STATUS_SHARES)
+        status = rng.choice(len(STATUSES), size=n, p=STATUS_SHARES)
         # Overture sets a closed place's confidence to 0; half keep theirs here, so each filter is tested alone.
         closed = (status == 2) & (rng.random(n) < 0.5)
         confidence[closed] = 0.0
@@ -116,7 +116,7 @@ class _Places:
             countries=np.concatenate([fixed_countries, countries]),
             addresses=np.concatenate([[len(f.countries) for f in fixed], addresses]),
             locality=np.concatenate([np.array([f.locality for f in fixed], dtype=object), locality]),
-            adjective=rng.integers(0, len(_ADJECTIVES), rows),
+            adjective=rng.integers(0, len(ADJECTIVES), rows),
             house=rng.integers(1, 300, rows),
             street=rng.integers(0, 1000, rows),
             postcode=rng.integers(1000, 99999, rows),
@@ -126,7 +126,7 @@ class _Places:
             has_email=rng.random(rows) < 0.1,
             has_social=rng.random(rows) < 0.5,
             version=rng.integers(0, 6, rows, dtype=np.int32),
-            dataset=rng.choice(len(_DATASETS), size=rows, p=(0.8, 0.1, 0.07, 0.03)),
+            dataset=rng.choice(len(DATASETS), size=rows, p=(0.8, 0.1, 0.07, 0.03)),
             record=rng.integers(10**14, 10**15, rows),
             id_words=random_uuid_words(rng, rows),
             fixed_name=np.concatenate(
@@ -134,20 +134,20 @@ class _Places:
             ),
         )
 
-    def _take(self, index: np.ndarray) -> _Places:
-        return _Places(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+    def _take(self, index: np.ndarray) -> Places:
+        return Places(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
     @staticmethod
-    def _concat(parts: list[_Places]) -> _Places:
-        return _Places(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Places)})
+    def _concat(parts: list[Places]) -> Places:
+        return Places(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Places)})
 
-    def _new(self, count: int, rng: np.random.Generator) -> _Places:
+    def _new(self, count: int, rng: np.random.Generator) -> Places:
         """``count`` new places (new ids), spread as the sample's are, without the fixed ones."""
-        return _Places.generate(count + len(FIXED_PLACES), rng)._take(
+        return Places.generate(count + len(FIXED_PLACES), rng)._take(
             np.arange(len(FIXED_PLACES), count + len(FIXED_PLACES))
         )
 
-    def drifted(self, drift: ReleaseDrift, rng: np.random.Generator) -> _Places:
+    def drifted(self, drift: ReleaseDrift, rng: np.random.Generator) -> Places:
         """These places a release later, as ``drift`` says."""
         n, fixed = len(self.lat), len(FIXED_PLACES)
         primaries = np.array([c.primary for c in TAXONOMY])
@@ -163,7 +163,7 @@ class _Places:
             extra.category[:] = index
             extra.alternate[:] = -1
             parts.append(extra)
-        return _Places._concat(parts)
+        return Places._concat(parts)
 
     def table(self, rows: np.ndarray, schema: str, arrow_schema: pa.Schema) -> pa.Table:
         """The places at the given indices as an Arrow table in the given flavour."""
@@ -171,27 +171,27 @@ class _Places:
         lat, lng = self.lat[rows], self.lng[rows]
         category = self.category[rows]
         noun = pc.take(pa.array([c.noun for c in TAXONOMY]), category)
-        made_up = pc.binary_join_element_wise(pc.take(pa.array(_ADJECTIVES), self.adjective[rows]), noun, " ")
+        made_up = pc.binary_join_element_wise(pc.take(pa.array(ADJECTIVES), self.adjective[rows]), noun, " ")
         name = pc.coalesce(pa.array(self.fixed_name[rows], pa.string()), made_up)
         slug = pc.binary_join_element_wise(
-            pc.replace_substring(pc.utf8_lower(pc.take(pa.array(_ADJECTIVES), self.adjective[rows])), " ", "-"),
+            pc.replace_substring(pc.utf8_lower(pc.take(pa.array(ADJECTIVES), self.adjective[rows])), " ", "-"),
             pc.replace_substring(pc.take(pa.array([c.primary for c in TAXONOMY]), category), "_", "-"),
             pa.array(self.record[rows] % 10_000).cast(pa.string()),
             "-",
         )
         first_country = self.countries[rows, 0]
-        dial = pa.array([_DIAL_CODES.get(c, "1") if c else "1" for c in first_country])
+        dial = pa.array([DIAL_CODES.get(c, "1") if c else "1" for c in first_country])
         phone = pc.binary_join_element_wise("+", dial, pa.array(self.phone[rows]).cast(pa.string()), "")
         confidence = self.confidence[rows]
         columns = {
             "id": uuid_strings(self.id_words[rows]),
             "geometry": _wkb_points(lng, lat),
-            "bbox": pa.StructArray.from_arrays([lng, lng, lat, lat], fields=list(_BBOX_TYPE)),
+            "bbox": pa.StructArray.from_arrays([lng, lng, lat, lat], fields=list(BBOX_TYPE)),
             "version": pa.array(self.version[rows], pa.int32()),
             "sources": self._sources(rows, confidence),
             "names": pa.StructArray.from_arrays(
-                [name, pa.nulls(n, _NAMES_TYPE.field("common").type), pa.nulls(n, _NAMES_TYPE.field("rules").type)],
-                fields=list(_NAMES_TYPE),
+                [name, pa.nulls(n, NAMES_TYPE.field("common").type), pa.nulls(n, NAMES_TYPE.field("rules").type)],
+                fields=list(NAMES_TYPE),
             ),
             "confidence": pa.array(confidence, pa.float64(), from_pandas=True),
             "websites": _optional_list(
@@ -215,16 +215,16 @@ class _Places:
             columns["taxonomy"] = pa.StructArray.from_arrays(
                 [
                     pc.take(pa.array([c.primary for c in TAXONOMY]), category),
-                    pc.take(pa.array([list(c.hierarchy) for c in TAXONOMY], _STRINGS), category),
+                    pc.take(pa.array([list(c.hierarchy) for c in TAXONOMY], STRINGS), category),
                     self._alternates(rows),
                 ],
-                fields=list(_TAXONOMY_TYPE),
+                fields=list(TAXONOMY_TYPE),
             )
             columns["operating_status"] = pc.take(pa.array(STATUSES), self.status[rows])
         else:
             columns["categories"] = pa.StructArray.from_arrays(
                 [pc.take(pa.array([c.primary for c in TAXONOMY]), category), self._alternates(rows)],
-                fields=list(_CATEGORIES_TYPE),
+                fields=list(CATEGORIES_TYPE),
             )
         return pa.Table.from_arrays([columns[f.name] for f in arrow_schema], schema=arrow_schema)
 
@@ -238,14 +238,14 @@ class _Places:
         source = pa.StructArray.from_arrays(
             [
                 pa.array([""] * n),
-                pc.take(pa.array(_DATASETS), self.dataset[rows]),
+                pc.take(pa.array(DATASETS), self.dataset[rows]),
                 pa.nulls(n, pa.string()),
                 pa.array(self.record[rows]).cast(pa.string()),
                 pa.array(["2026-10-01T00:00:00.000Z"] * n),
                 pa.array(confidence, pa.float64(), from_pandas=True),
                 pa.nulls(n, pa.list_(pa.float64())),
             ],
-            fields=list(_SOURCE_TYPE),
+            fields=list(SOURCE_TYPE),
         )
         return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), source)
 
@@ -254,7 +254,7 @@ class _Places:
         owner = np.repeat(np.arange(len(rows)), counts)
         ordinal = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
         country = self.countries[rows][owner, ordinal]
-        streets = [_STREETS.get(c, _DEFAULT_STREETS) for c in country]
+        streets = [STREETS.get(c, DEFAULT_STREETS) for c in country]
         street_number = self.street[rows][owner] + ordinal
         freeform = pc.binary_join_element_wise(
             pa.array(self.house[rows][owner] + 7 * ordinal).cast(pa.string()),
@@ -270,7 +270,7 @@ class _Places:
                 pa.nulls(len(owner), pa.string()),
                 pa.array(country, pa.string()),
             ],
-            fields=list(_ADDRESS_TYPE),
+            fields=list(ADDRESS_TYPE),
         )
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         return pa.ListArray.from_arrays(pa.array(offsets), entries, mask=pa.array(counts == 0))

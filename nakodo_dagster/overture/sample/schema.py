@@ -7,7 +7,7 @@ import pyarrow as pa
 from nakodo_dagster.errors import InvalidInput
 
 SCHEMAS = ("current", "previous")
-_NAMES_TYPE = pa.struct(
+NAMES_TYPE = pa.struct(
     [
         ("primary", pa.string()),
         ("common", pa.map_(pa.string(), pa.string())),
@@ -27,7 +27,7 @@ _NAMES_TYPE = pa.struct(
         ),
     ]
 )
-_SOURCE_TYPE = pa.struct(
+SOURCE_TYPE = pa.struct(
     [
         ("property", pa.string()),
         ("dataset", pa.string()),
@@ -38,7 +38,7 @@ _SOURCE_TYPE = pa.struct(
         ("between", pa.list_(pa.float64())),
     ]
 )
-_ADDRESS_TYPE = pa.struct(
+ADDRESS_TYPE = pa.struct(
     [
         ("freeform", pa.string()),
         ("locality", pa.string()),
@@ -47,43 +47,43 @@ _ADDRESS_TYPE = pa.struct(
         ("country", pa.string()),
     ]
 )
-_BBOX_TYPE = pa.struct([("xmin", pa.float64()), ("xmax", pa.float64()), ("ymin", pa.float64()), ("ymax", pa.float64())])
-_TAXONOMY_TYPE = pa.struct(
+BBOX_TYPE = pa.struct([("xmin", pa.float64()), ("xmax", pa.float64()), ("ymin", pa.float64()), ("ymax", pa.float64())])
+TAXONOMY_TYPE = pa.struct(
     [("primary", pa.string()), ("hierarchy", pa.list_(pa.string())), ("alternates", pa.list_(pa.string()))]
 )
-_CATEGORIES_TYPE = pa.struct([("primary", pa.string()), ("alternate", pa.list_(pa.string()))])
-_STRINGS = pa.list_(pa.string())
+CATEGORIES_TYPE = pa.struct([("primary", pa.string()), ("alternate", pa.list_(pa.string()))])
+STRINGS = pa.list_(pa.string())
 
 
 def places_schema(schema: str = "current") -> pa.Schema:
     """The Arrow schema of a places file in the given flavour, ``current`` or ``previous``."""
-    _check_schema(schema)
+    check_schema(schema)
     fields = [
         ("id", pa.string()),
         ("geometry", pa.binary()),
-        ("bbox", _BBOX_TYPE),
+        ("bbox", BBOX_TYPE),
         ("version", pa.int32()),
-        ("sources", pa.list_(_SOURCE_TYPE)),
-        ("names", _NAMES_TYPE),
+        ("sources", pa.list_(SOURCE_TYPE)),
+        ("names", NAMES_TYPE),
     ]
     if schema == "current":
-        fields += [("basic_category", pa.string()), ("taxonomy", _TAXONOMY_TYPE)]
+        fields += [("basic_category", pa.string()), ("taxonomy", TAXONOMY_TYPE)]
     else:
-        fields += [("categories", _CATEGORIES_TYPE)]
+        fields += [("categories", CATEGORIES_TYPE)]
     fields += [
         ("confidence", pa.float64()),
-        ("websites", _STRINGS),
-        ("socials", _STRINGS),
-        ("emails", _STRINGS),
-        ("phones", _STRINGS),
-        ("brand", pa.struct([("wikidata", pa.string()), ("names", _NAMES_TYPE)])),
-        ("addresses", pa.list_(_ADDRESS_TYPE)),
+        ("websites", STRINGS),
+        ("socials", STRINGS),
+        ("emails", STRINGS),
+        ("phones", STRINGS),
+        ("brand", pa.struct([("wikidata", pa.string()), ("names", NAMES_TYPE)])),
+        ("addresses", pa.list_(ADDRESS_TYPE)),
     ]
     if schema == "current":
         fields.append(("operating_status", pa.string()))
     return pa.schema(fields)
 
 
-def _check_schema(schema: str) -> None:
+def check_schema(schema: str) -> None:
     if schema not in SCHEMAS:
         raise InvalidInput(f"schema {schema!r} is not allowed: use 'current' (taxonomy) or 'previous' (categories)")

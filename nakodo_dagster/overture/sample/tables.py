@@ -72,18 +72,18 @@ FIXED_PLACES: tuple[FixedPlace, ...] = tuple(
     FixedPlace(**{**row, "countries": tuple(row["countries"])}) for row in _TABLES["fixed_places"]
 )
 STATUSES = ("open", "temporarily_closed", "permanently_closed")
-_STATUS_SHARES = (0.93, 0.02, 0.05)
-_ADJECTIVES: tuple[str, ...] = tuple(_TABLES["adjectives"])
-_STREETS: dict[str, tuple[str, ...]] = {country: tuple(names) for country, names in _TABLES["streets"].items()}
-_DEFAULT_STREETS: tuple[str, ...] = tuple(_TABLES["default_streets"])
-_DIAL_CODES: dict[str, str] = _TABLES["dial_codes"]
-_DATASETS = ("meta", "Microsoft", "Foursquare", "AllThePlaces")
+STATUS_SHARES = (0.93, 0.02, 0.05)
+ADJECTIVES: tuple[str, ...] = tuple(_TABLES["adjectives"])
+STREETS: dict[str, tuple[str, ...]] = {country: tuple(names) for country, names in _TABLES["streets"].items()}
+DEFAULT_STREETS: tuple[str, ...] = tuple(_TABLES["default_streets"])
+DIAL_CODES: dict[str, str] = _TABLES["dial_codes"]
+DATASETS = ("meta", "Microsoft", "Foursquare", "AllThePlaces")
 # Basel's tripoint with France and Germany, roughly: the Rhine runs north from it, France lies to the west.
 _TRIPOINT_LAT = 47.59
 _RHINE_LNG = 7.59
 _FRENCH_BORDER_LNG = 7.555
-_BORDER_CITIES = ("Basel", "Mulhouse", "Freiburg im Breisgau")
-_BORDER_LOCALITIES = {"FR": "Saint-Louis", "DE": "Weil am Rhein", "CH": "Basel"}
+BORDER_CITIES = ("Basel", "Mulhouse", "Freiburg im Breisgau")
+BORDER_LOCALITIES = {"FR": "Saint-Louis", "DE": "Weil am Rhein", "CH": "Basel"}
 
 
 def border_country(lat: np.ndarray, lng: np.ndarray) -> np.ndarray:

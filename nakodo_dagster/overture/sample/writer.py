@@ -19,9 +19,9 @@ from tqdm import tqdm
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.releases import check_release_name
 from nakodo_dagster.overture.sample.drift import ReleaseDrift
-from nakodo_dagster.overture.sample.ids import _uuid, random_uuid_words
-from nakodo_dagster.overture.sample.places import _Places
-from nakodo_dagster.overture.sample.schema import _check_schema, places_schema
+from nakodo_dagster.overture.sample.ids import random_uuid_words, uuid_of
+from nakodo_dagster.overture.sample.places import Places
+from nakodo_dagster.overture.sample.schema import check_schema, places_schema
 from nakodo_dagster.overture.sample.tables import FIXED_PLACES
 
 DEFAULT_RELEASE = "2026-11-18.0"
@@ -49,7 +49,7 @@ def write_sample_release(
     same arguments write without it: the same places by id, changed as ``drift`` says (the fixed places stay).
     """
     check_release_name(release)
-    _check_schema(schema)
+    check_schema(schema)
     for name, value, low in (("rows", rows, len(FIXED_PLACES)), ("files", files, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidInput(f"{name} {value!r} is not allowed: use a whole number of at least {low}")
@@ -64,7 +64,7 @@ def write_sample_release(
     if target.exists():
         raise InvalidInput(f"{target} already exists: choose another release name or remove that folder")
 
-    places = _Places.generate(rows, np.random.default_rng(seed))
+    places = Places.generate(rows, np.random.default_rng(seed))
     if drift is not None:
         places = places.drifted(drift, np.random.default_rng([seed, 2]))
         rows = len(places.lat)
@@ -80,7 +80,7 @@ def write_sample_release(
         with tqdm(total=rows, unit="places", desc=f"sample {release}", disable=None if progress else True) as bar:
             for number, chunk in enumerate(np.array_split(order, files)):
                 table = places.table(chunk, schema, arrow_schema)
-                name = f"part-{number:05d}-{_uuid(*file_ids[number])}-c000.zstd.parquet"
+                name = f"part-{number:05d}-{uuid_of(*file_ids[number])}-c000.zstd.parquet"
                 pq.write_table(
                     table.replace_schema_metadata({b"geo": _geo_metadata(table)}),
                     folder / name,
