@@ -2,7 +2,8 @@
 
 With a release index (``overture.index``, built on a release's first read and reused by every run and
 process, in the folder ``index_dir`` names), only the row groups meeting the box and only the columns the
-query uses are fetched, by concurrent range requests, and the same query runs over them in memory as they land.
+query uses are fetched, by concurrent range requests (``overture.fetch``, as ``overture.ranges`` plans them), and
+the same query runs over them in memory as they land.
 Without one (``index_dir=None``), DuckDB reads the release's files itself, footers and all.
 
 What a run keeps:
@@ -45,15 +46,8 @@ import pyarrow.compute as pc
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.duck import connect, is_s3
 from nakodo_dagster.overture.faults import ReleaseChanged, classify
-from nakodo_dagster.overture.index import (
-    FetchStats,
-    ReleaseIndex,
-    StaleIndex,
-    build_index,
-    index_path,
-    landing_row_groups,
-    load_index,
-)
+from nakodo_dagster.overture.fetch import FetchStats, StaleIndex, landing_row_groups
+from nakodo_dagster.overture.index import ReleaseIndex, build_index, index_path, load_index
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
 from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
 

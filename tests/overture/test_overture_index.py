@@ -18,20 +18,13 @@ import pytest
 from overture_helpers import CURRENT, PREVIOUS, block_run, fiji_run
 
 from nakodo_dagster.jobs import passing_fault
+from nakodo_dagster.overture import fetch as release_fetch
 from nakodo_dagster.overture import index as release_index
+from nakodo_dagster.overture import ranges as release_ranges
 from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed, read_with_retries
-from nakodo_dagster.overture.index import (
-    HOLE_BUDGET,
-    StaleIndex,
-    arrow_reads_past_chunks,
-    build_index,
-    carried_row_groups,
-    index_folder,
-    index_path,
-    landing_row_groups,
-    load_index,
-    plan_requests,
-)
+from nakodo_dagster.overture.fetch import StaleIndex, landing_row_groups
+from nakodo_dagster.overture.index import arrow_reads_past_chunks, build_index, index_folder, index_path, load_index
+from nakodo_dagster.overture.ranges import HOLE_BUDGET, carried_row_groups, plan_requests
 from nakodo_dagster.overture.reader import longitude_ranges, query_column, read_places
 from nakodo_dagster.placement import ImportRun, country_area
 
@@ -313,9 +306,9 @@ def test_requests_cover_every_chunk_read_holes_within_budget_and_split_long_rang
     # Some holes were read through: fewer requests than runs of adjacent chunks.
     runs = sum(1 for i, c in enumerate(chunks) if i == 0 or chunks[i - 1][0] != c[0] or sum(chunks[i - 1][2:]) != c[2])
     assert len(requests) < runs
-    monkeypatch.setattr(release_index, "MIN_PIECE_BYTES", 10_000)
+    monkeypatch.setattr(release_ranges, "MIN_PIECE_BYTES", 10_000)
     split = plan_requests(chunks)
-    assert len(split) >= release_index.FETCH_WORKERS
+    assert len(split) >= release_ranges.FETCH_WORKERS
     assert sum(n for *_, n in split) == sum(n for *_, n in requests)
 
 
@@ -375,10 +368,10 @@ def recording_s3(monkeypatch) -> Iterator[type[_RecordingS3]]:
 
 def _read(offset: int, length: int, version: str) -> bytes:
     async def read() -> bytes:
-        return bytes(await release_index._Objects("s3://bucket/release").read(path, offset, length, version))
+        return bytes(await release_fetch.Objects("s3://bucket/release").read(path, offset, length, version))
 
     path = "s3://bucket/release/2026-11-18.0/theme=places/type=place/part-0.parquet"
-    return release_index._run(read())
+    return release_fetch.run_coroutine(read())
 
 
 @pytest.mark.parametrize(

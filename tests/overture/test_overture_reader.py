@@ -13,7 +13,7 @@ from overture_helpers import CURRENT, PREVIOUS, block_run, fiji_run
 
 from bench.independent import expected_rows
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.overture.index import StaleIndex
+from nakodo_dagster.overture.fetch import StaleIndex
 from nakodo_dagster.overture.reader import PLACES_SCHEMA, longitude_ranges, query_column, query_tables, read_places
 from nakodo_dagster.overture.sample import FIXED_PLACES
 from nakodo_dagster.placement import (
