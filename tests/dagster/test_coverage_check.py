@@ -128,12 +128,17 @@ def test_a_tick_records_each_change_and_costs_nothing_without_one(instance, reso
     store.add_campaign("Leeds", LEEDS)
     leeds_pairs = len(areas_for(LEEDS)) * len(LEEDS.categories)
     assert store.recount_coverage(datetime.now(UTC)) == leeds_pairs
-    (recounted,) = record_coverage(store, quiet.cursor, datetime.now(UTC)).asset_events
+    counted = record_coverage(store, quiet.cursor, datetime.now(UTC))
+    (recounted,) = counted.asset_events
     assert recounted.metadata["stale_or_missing"].value == 1 + leeds_pairs
 
-    # The cursor of the sensor's earlier version (JSON, with the time of its count) is read as its fingerprint.
-    legacy = json.dumps({"fingerprint": first.cursor, "counted_at": None})
-    assert record_coverage(store, legacy, datetime.now(UTC)).asset_events
+    # The cursor of the sensor's earlier version (JSON, with the time of its count) is read as its fingerprint: the
+    # result it names is the one recorded, so the tick records nothing and carries the fingerprint on. Whether this
+    # count looks at Leeds' pairs again (they are within the overlap of the last count) or at none, it says so.
+    legacy = json.dumps({"fingerprint": counted.cursor, "counted_at": None})
+    carried = record_coverage(store, legacy, datetime.now(UTC))
+    assert not carried.asset_events
+    assert carried.cursor == counted.cursor
 
 
 def _by_hand(instance: dg.DagsterInstance, resources: dict, partition: str) -> dg.ExecuteInProcessResult:
