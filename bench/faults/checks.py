@@ -16,7 +16,7 @@ from bench.faults.runs import FAILED, UNFINISHED, import_runs
 from bench.independent import campaign_businesses, expected_rows
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
-from nakodo_dagster.placement import REQUESTED, Cutoffs, areas_for
+from nakodo_dagster.placement import REQUESTED, Cutoffs, PlaceImport, areas_for
 from nakodo_dagster.placement import import_runs as runs_for_pairs
 from nakodo_dagster.sensors.failure_sensor import run_failure_headline
 from nakodo_dagster.store import Store
@@ -48,8 +48,14 @@ def pair_states(store: Store, pairs: set[tuple[str, str]], now: datetime | None 
     """How many of these pairs are fresh, coming, failed or missing at ``now`` (default: now), as every policy
     reads them."""
     cutoffs = Cutoffs.at(now or datetime.now(UTC))
-    rows = {(r.area, r.category): r for r in store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})}
+    rows = {(r.area, r.category): r for r in import_rows_of(store, pairs)}
     return Counter(cutoffs.row_state(rows[pair]) if pair in rows else "missing" for pair in pairs)
+
+
+def import_rows_of(store: Store, pairs: set[tuple[str, str]]) -> list[PlaceImport]:
+    """place_imports' rows of exactly these pairs (the store reads every pair of their areas and categories)."""
+    rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
+    return [row for row in rows if (row.area, row.category) in pairs]
 
 
 def coverage_against_recount(store: Store) -> dict[str, dict[str, int]]:
@@ -71,11 +77,7 @@ def campaign_mismatches(store: Store, release_root: Path, elsewhere: Mapping[str
     businesses checked, businesses held twice, missing, and held but not expected, and the campaigns with any."""
     cutoffs = Cutoffs.at(datetime.now(UTC))
     needed = needed_pairs(store)
-    fresh = [
-        row
-        for row in store.import_rows({a for a, _ in needed}, {c for _, c in needed})
-        if (row.area, row.category) in needed and cutoffs.row_state(row) == "fresh"
-    ]
+    fresh = [row for row in import_rows_of(store, needed) if cutoffs.row_state(row) == "fresh"]
     # Read once per block for every campaign: the campaigns of a soak share most of their blocks.
     places: dict[tuple[str, str], list] = {}
     for release in {row.release for row in fresh}:
@@ -189,8 +191,12 @@ def broken_invariants(results: dict) -> list[str]:
 
 def fresh_by_release(store: Store, pairs: set[tuple[str, str]]) -> Counter:
     """How many of these pairs hold each release."""
-    rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
-    return Counter(row.release for row in rows if (row.area, row.category) in pairs and row.release != REQUESTED)
+    return Counter(row.release for row in import_rows_of(store, pairs) if row.release != REQUESTED)
+
+
+def failed_marks(store: Store, pairs: set[tuple[str, str]]) -> dict[str, str]:
+    """Each of these pairs marked failed, with the reason its mark carries."""
+    return {f"{row.area} {row.category}": row.failure for row in import_rows_of(store, pairs) if row.failure}
 
 
 def first_business_waits(store: Store) -> list[float]:

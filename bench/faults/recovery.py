@@ -7,7 +7,7 @@ import dagster as dg
 from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.scheduler.instigation import TickStatus
 
-from bench.faults.checks import needed_pairs
+from bench.faults.checks import import_rows_of, needed_pairs
 from bench.faults.inject import Fault
 from bench.faults.runs import run_pairs
 from nakodo_dagster import tags
@@ -24,11 +24,7 @@ def _landed_at(store: Store, pairs: list[tuple[str, str]], since: float) -> floa
     wanted = set(pairs)
     if not wanted:
         return since
-    # The rows of every area with every category: pairs of other runs among them.
-    rows = store.import_rows({a for a, _ in wanted}, {c for _, c in wanted})
-    landed = [
-        row.imported_at.timestamp() for row in rows if (row.area, row.category) in wanted and row.release != REQUESTED
-    ]
+    landed = [row.imported_at.timestamp() for row in import_rows_of(store, wanted) if row.release != REQUESTED]
     if len(landed) < len(wanted):
         return None
     return max([*landed, since])

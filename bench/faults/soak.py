@@ -20,6 +20,7 @@ from bench.faults.checks import (
     broken_invariants,
     campaign_mismatches,
     coverage_against_recount,
+    failed_marks,
     failed_run_headlines,
     first_business_waits,
     fresh_by_release,
@@ -238,11 +239,7 @@ def soak(
                 "failed_import_runs": failed_run_headlines(instance),
                 # What a broken invariant is read against: each needed pair marked failed with its reason, and each
                 # fault with when it came (seconds into the soak), what it hit and when the fleet was back.
-                "failed_marks": {
-                    f"{row.area} {row.category}": row.failure
-                    for row in store.import_rows({a for a, _ in needed}, {c for _, c in needed})
-                    if row.failure and (row.area, row.category) in needed
-                },
+                "failed_marks": failed_marks(store, needed),
                 "fault_timeline": [
                     {
                         "kind": fault.kind,
