@@ -55,6 +55,20 @@ DEMO_CAMPAIGNS = (
     multiple=True,
     help="As --drop, but this category gains three new places for each it had (repeatable).",
 )
+@click.option(
+    "--next",
+    "next_release",
+    is_flag=True,
+    help="Write the next release after the one these options write without it: a month's churn, nothing else.",
+)
+@click.option("--edited", type=float, default=0.0, help="As --next, and this share of the places kept changes.")
+@click.option("--reissued", type=float, default=0.0, help="As --next, and this share of them comes under new ids.")
+@click.option(
+    "--changelog",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With a next release: write its changelog (added, removed, data_changed, unchanged) under this folder.",
+)
 def sample_release(
     directory: Path,
     release: str,
@@ -65,14 +79,24 @@ def sample_release(
     seed: int,
     drop: tuple[str, ...],
     inflate: tuple[str, ...],
+    next_release: bool,
+    edited: float,
+    reissued: float,
+    changelog: Path | None,
 ) -> None:
     """Write a sample places release under DIRECTORY in Overture's layout; print the release's folder last.
 
-    With --drop or --inflate it is the next release after the one the same options write without them: the same
-    places by id, a month's churn (3% gone, as many new), and the chosen categories dropped or inflated, as a bad
-    release does; for trying the drift gate."""
-    drift = ReleaseDrift(drop, inflate) if drop or inflate else None
-    click.echo(str(write_sample_release(directory, release, rows, files, row_group_rows, schema, seed, drift=drift)))
+    With --next, --drop, --inflate, --edited or --reissued it is the next release after the one the same options
+    write without them: the same places by id, a month's churn (3% gone, as many new), and the chosen categories
+    dropped or inflated, as a bad release does (for trying the drift gate). --changelog writes what changed, by id,
+    as Overture's GERS changelog does."""
+    drift = None
+    if next_release or drop or inflate or edited or reissued:
+        drift = ReleaseDrift(drop, inflate, edited=edited, reissued=reissued)
+    folder = write_sample_release(
+        directory, release, rows, files, row_group_rows, schema, seed, drift=drift, changelog_root=changelog
+    )
+    click.echo(str(folder))
 
 
 @click.command(cls=NakodoCommand)

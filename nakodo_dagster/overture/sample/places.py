@@ -163,7 +163,23 @@ class Places:
             extra.category[:] = index
             extra.alternate[:] = -1
             parts.append(extra)
-        return Places._concat(parts)
+        later = Places._concat(parts)
+        if drift.edited or drift.reissued:
+            later._edit_and_reissue(drift, np.random.default_rng(rng.integers(2**63)), kept=int(keep.sum()))
+        return later
+
+    def _edit_and_reissue(self, drift: ReleaseDrift, rng: np.random.Generator, kept: int) -> None:
+        """Edit and reissue shares of the first ``kept`` places (those carried over), never the fixed ones."""
+        carried = np.zeros(len(self.lat), dtype=bool)
+        carried[len(FIXED_PLACES) : kept] = True
+        draw = rng.random(len(self.lat))
+        edited = carried & (draw < drift.edited)
+        reissued = carried & (draw >= drift.edited) & (draw < drift.edited + drift.reissued)
+        self.adjective[edited] = (self.adjective[edited] + 1) % len(ADJECTIVES)
+        self.confidence[edited] = np.round(rng.beta(5.0, 2.0, int(edited.sum())), 4)
+        # Overture raises a feature's version when its data changes.
+        self.version[edited] += 1
+        self.id_words[reissued] = random_uuid_words(rng, int(reissued.sum()))
 
     def table(self, rows: np.ndarray, schema: str, arrow_schema: pa.Schema) -> pa.Table:
         """The places at the given indices as an Arrow table in the given flavour."""

@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from tqdm import tqdm
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.releases import check_release_name
+from nakodo_dagster.overture.sample.changelog import changes, write_changelog
 from nakodo_dagster.overture.sample.drift import ReleaseDrift
 from nakodo_dagster.overture.sample.ids import random_uuid_words, uuid_of
 from nakodo_dagster.overture.sample.places import Places
@@ -41,12 +43,14 @@ def write_sample_release(
     seed: int = 0,
     progress: bool = True,
     drift: ReleaseDrift | None = None,
+    changelog_root: str | Path | None = None,
 ) -> Path:
     """Write a sample places release under ``root`` in Overture's layout and return the release's folder.
 
     ``row_group_rows`` defaults to what gives each file about 256 row groups, as in Overture's releases.
     The same arguments always write the same rows. With ``drift``, the release is the next one after what the
-    same arguments write without it: the same places by id, changed as ``drift`` says (the fixed places stay).
+    same arguments write without it: the same places by id, changed as ``drift`` says (the fixed places stay);
+    with ``changelog_root`` as well, its changelog against that release is written there, in Overture's layout.
     """
     check_release_name(release)
     check_schema(schema)
@@ -59,25 +63,31 @@ def write_sample_release(
         row_group_rows = max(1, math.ceil(rows / files / ROW_GROUPS_PER_FILE))
     if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
         raise InvalidInput(f"row_group_rows {row_group_rows!r} is not allowed: use a whole number of at least 1")
+    if changelog_root is not None and drift is None:
+        raise InvalidInput(
+            "a changelog says what changed since the release before: write it with a next release's drift"
+        )
     root = Path(root)
-    target = root / release
-    if target.exists():
-        raise InvalidInput(f"{target} already exists: choose another release name or remove that folder")
+    targets = [root / release] + ([] if changelog_root is None else [Path(changelog_root) / release])
+    for target in targets:
+        if target.exists():
+            raise InvalidInput(f"{target} already exists: choose another release name or remove that folder")
 
     places = Places.generate(rows, np.random.default_rng(seed))
-    if drift is not None:
-        places = places.drifted(drift, np.random.default_rng([seed, 2]))
-        rows = len(places.lat)
-    order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
     file_ids = random_uuid_words(np.random.default_rng([seed, 1]), files)
+    if drift is not None:
+        before, places = places, places.drifted(drift, np.random.default_rng([seed, 2]))
+        if changelog_root is not None:
+            kinds = changes(before, places)
+            file_name = f"part-00000-{uuid_of(*file_ids[0])}-c000.zstd.parquet"
+            _write_aside(Path(changelog_root), release, lambda folder: write_changelog(folder, kinds, file_name))
+    order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
     arrow_schema = places_schema(schema)
-    root.mkdir(parents=True, exist_ok=True)
-    # Written aside and renamed into place: a crash never leaves a half release that discovery would pick up.
-    staging = Path(tempfile.mkdtemp(prefix=f".{release}.", dir=root))
-    try:
-        folder = staging / "theme=places" / "type=place"
+
+    def write_files(folder: Path) -> None:
+        folder = folder / "theme=places" / "type=place"
         folder.mkdir(parents=True)
-        with tqdm(total=rows, unit="places", desc=f"sample {release}", disable=None if progress else True) as bar:
+        with tqdm(total=len(order), unit="places", desc=f"sample {release}", disable=None if progress else True) as bar:
             for number, chunk in enumerate(np.array_split(order, files)):
                 table = places.table(chunk, schema, arrow_schema)
                 name = f"part-{number:05d}-{uuid_of(*file_ids[number])}-c000.zstd.parquet"
@@ -88,11 +98,22 @@ def write_sample_release(
                     compression="zstd",
                 )
                 bar.update(len(chunk))
-        staging.rename(target)
+
+    return _write_aside(root, release, write_files)
+
+
+def _write_aside(root: Path, release: str, write: Callable[[Path], None]) -> Path:
+    """``root/release`` written by ``write`` into a folder aside and renamed into place: a crash never leaves a half
+    release (or changelog) that discovery would pick up."""
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{release}.", dir=root))
+    try:
+        write(staging)
+        staging.rename(root / release)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return target
+    return root / release
 
 
 def _hilbert(lng: np.ndarray, lat: np.ndarray, order: int = 16) -> np.ndarray:
