@@ -47,7 +47,7 @@ from nakodo_dagster.placement import (
 )
 from nakodo_dagster.plan_config import configured_plans, plan_named
 from nakodo_dagster.plans import Holding, Usage, campaigns_to_pause, locations_in_words, refusal
-from nakodo_dagster.store import drift_gate, sql
+from nakodo_dagster.store import carry, drift_gate, sql
 from nakodo_dagster.store.models import (
     CAMPAIGN_STATUSES,
     DEFAULT_ACCOUNT_ID,
@@ -184,6 +184,11 @@ def _reline(tx: Transaction, rule: dict[str, Any]) -> int:
     tx.run(sql.KEEP_RELINED_PAIRS)
     tx.run(sql.LEAVE_RELINED)
     return relined
+
+
+def _check_release(release: str) -> None:
+    if not isinstance(release, str) or not release or release == REQUESTED:
+        raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
 
 
 def _pair_params(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
@@ -712,8 +717,7 @@ class Store(ABC):
         dated now, unless ``accept`` (an analyst's re-import, measured all the same). Without a gate nothing is
         measured. A pair whose rows land has nothing held any more.
         """
-        if not isinstance(release, str) or not release or release == REQUESTED:
-            raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
+        _check_release(release)
         params = _pair_params(run.pairs)
         if not params["areas"]:
             return WrittenImport({}, {})
@@ -745,6 +749,39 @@ class Store(ABC):
                 compared,
                 holding,
             )
+
+        return self._transact(work)
+
+    def carry_over(
+        self,
+        pairs: Iterable[tuple[str, str]],
+        release: str,
+        base: str,
+        removed: Iterable[str],
+        now: datetime | None = None,
+        *,
+        stamp: datetime | None = None,
+    ) -> WrittenImport:
+        """Move to ``release``, without reading it, those of ``pairs`` whose places came from ``base`` (the release
+        before it, which its changelog compares with) and hold none of the ``removed`` ids: their places stay, the
+        pair is fresh again and has nothing held any more. The rest is left as it is, to be read. ``now`` and
+        ``stamp`` are as for ``write_import``: the date (else the commit's) and the run's own marks' stamp."""
+        _check_release(release)
+        params = _pair_params(pairs)
+        removed = sorted(set(removed))
+
+        def work(tx: Transaction) -> WrittenImport:
+            carried = carry.carriable(tx, params, base, removed) if params["areas"] else []
+            if not carried:
+                return WrittenImport({}, {})
+            landing = _pair_params(carried)
+            written_at = now or datetime.now(UTC)
+            others = tx.rows(sql.OTHERS_ON_THEIR_WAY, **landing, **_rule(written_at), stamp=stamp)
+            drift_gate.forget(tx, landing)
+            rows = carry.carry(tx, landing, release, written_at)
+            if now is None:
+                tx.run(sql.STAMP_IMPORTS, **landing, committed_at=datetime.now(UTC))
+            return WrittenImport(rows, {(area, category): other for area, category, other in others})
 
         return self._transact(work)
 

@@ -77,7 +77,7 @@ FROM incoming_places AS i WHERE i.area = $area AND i.category = $category
 # The pair keeps what it held: its release and count, dated now (the write stamps it at its commit), so that it
 # reads as fresh and is tried again with the release after next, FRESH_DAYS on. A hold is not a failure.
 KEEP_RELEASE = """
-UPDATE place_imports SET release = $kept_release, rows = $before
+UPDATE place_imports SET release = $kept_release, places_release = $kept_release, rows = $before
 WHERE area = $area AND category = $category
 """
 
@@ -107,10 +107,11 @@ ACCEPT_PLACES = (
 )
 # Dated when the accepted places become visible, as every loaded pair is: searches read them as landed.
 RECORD_ACCEPTED = """
-INSERT INTO place_imports (area, category, release, rows, imported_at)
-VALUES ($area, $category, $release, $rows, $now)
+INSERT INTO place_imports (area, category, release, places_release, rows, imported_at)
+VALUES ($area, $category, $release, $release, $rows, $now)
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imported_at, failure = NULL
+SET release = excluded.release, places_release = excluded.places_release, rows = excluded.rows,
+    imported_at = excluded.imported_at, failure = NULL
 """
 
 

@@ -450,6 +450,24 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "UPDATE coverage_counted SET counted_at = TIMESTAMPTZ '1970-01-01 00:00:00+00'",
         ),
     ),
+    (
+        17,
+        (
+            # The release a pair's places came from (or its having none), which a mark on its way or a failed mark
+            # overwrites in `release`: a changelog carries over only pairs read from the release just before its
+            # own (store/carry_over.py). Marks of pairs that hold places get their places' release; a mark of a
+            # pair without places stays unknown, and is read.
+            "ALTER TABLE place_imports ADD COLUMN places_release TEXT",
+            "UPDATE place_imports SET places_release = release WHERE release <> 'requested'",
+            """
+            UPDATE place_imports SET places_release = (
+                SELECT max(places.release) FROM places
+                WHERE places.area = place_imports.area AND places.category = place_imports.category
+            )
+            WHERE release = 'requested'
+            """,
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.

@@ -455,14 +455,15 @@ FROM incoming_places AS i JOIN {PAIRS} AS pair ON pair.area = i.area AND pair.ca
 
 # Every pair is recorded, with zero rows if need be: "this area has no cafes" is a result.
 RECORD_IMPORTS = f"""
-INSERT INTO place_imports (area, category, release, rows, imported_at)
-SELECT pair.area, pair.category, $release, count(i.id), $now
+INSERT INTO place_imports (area, category, release, places_release, rows, imported_at)
+SELECT pair.area, pair.category, $release, $release, count(i.id), $now
 FROM {PAIRS} AS pair
 LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.category
 GROUP BY pair.area, pair.category
 ORDER BY pair.area, pair.category
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imported_at, failure = NULL
+SET release = excluded.release, places_release = excluded.places_release, rows = excluded.rows,
+    imported_at = excluded.imported_at, failure = NULL
 RETURNING area, category, rows
 """
 

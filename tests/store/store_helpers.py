@@ -14,6 +14,7 @@ from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, import_runs
 from nakodo_dagster.store import Store, drift_gate, open_store
 from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import sql as store_sql
 from nakodo_dagster.store.schema import MIGRATIONS
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -60,12 +61,27 @@ def writing_before_version_13() -> Iterator[None]:
         yield
 
 
+# How a release before version 17 recorded an import: without the release its places came from.
+_RECORD_IMPORTS_BEFORE_VERSION_17 = f"""
+INSERT INTO place_imports (area, category, release, rows, imported_at)
+SELECT pair.area, pair.category, $release, count(i.id), $now
+FROM {store_sql.PAIRS} AS pair
+LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.category
+GROUP BY pair.area, pair.category
+ORDER BY pair.area, pair.category
+ON CONFLICT (area, category) DO UPDATE
+SET release = excluded.release, rows = excluded.rows, imported_at = excluded.imported_at, failure = NULL
+RETURNING area, category, rows
+"""
+
+
 @contextmanager
 def writing_before_version_15() -> Iterator[None]:
     """Imports written as a release before version 15 wrote them: without clearing what the drift gate held, whose
-    tables came with that version."""
+    tables came with that version, nor the release their places came from (version 17)."""
     with pytest.MonkeyPatch.context() as before:
         before.setattr(drift_gate, "forget", lambda tx, pairs: None)
+        before.setattr(store_sql, "RECORD_IMPORTS", _RECORD_IMPORTS_BEFORE_VERSION_17)
         yield
 
 
