@@ -418,6 +418,19 @@ def import_runs(missing: Mapping[str, Iterable[str]], areas: Mapping[str, Area])
     return runs
 
 
+def narrowed(run: ImportRun, pairs: Iterable[tuple[str, str]]) -> ImportRun | None:
+    """The run reading only these of its pairs, its box the cells they are in; None for none of them."""
+    wanted = set(pairs)
+    kept = [pair for pair in run.pairs if pair in wanted]
+    if not kept:
+        return None
+    missing: dict[str, list[str]] = {}
+    for area, category in kept:
+        missing.setdefault(area, []).append(category)
+    (narrower,) = import_runs(missing, {})
+    return narrower
+
+
 def campaigns_needs(
     targetings: Sequence[Targeting],
     rows: Iterable[PlaceImport],

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Callable[[], str]] = {
     "NAKODO_OVERTURE_ROOT": _default_root,
     "NAKODO_OVERTURE_RELEASE": lambda: "",
     "NAKODO_OVERTURE_INDEX": lambda: "",
+    "NAKODO_OVERTURE_CHANGELOG": lambda: "",
     "NAKODO_IMPORT_QUEUE_MINUTES": lambda: str(IMPORT_QUEUE_MINUTES),
     "NAKODO_DRIFT_COUNT_CHANGE": lambda: str(drift.COUNT_CHANGE),
     "NAKODO_DRIFT_MIN_PLACES": lambda: str(drift.MIN_PLACES),

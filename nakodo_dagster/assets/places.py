@@ -91,7 +91,6 @@ def _size(count: int) -> str:
 def pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict[str, object]:
     """What the UI shows for one imported pair: its places (0 is a result, said in words) and what its run read."""
     west, south, east, north = outcome.run.bbox
-    stats = outcome.read.stats
     metadata: dict[str, object] = {
         "dagster/row_count": pair.rows,
         "result": f"{pair.rows:,} places"
@@ -101,15 +100,23 @@ def pair_metadata(outcome: ImportOutcome, pair: PairReport) -> dict[str, object]
         "run_box": f"{west}, {south}, {east}, {north}",
         "run_areas": len(outcome.run.areas),
         "run_categories": ", ".join(outcome.run.categories),
-        "run_rows_read": stats.rows,
+        "run_rows_read": outcome.read.stats.rows if outcome.read else 0,
         "run_seconds": round(outcome.seconds, 3),
     }
     # Only what the read measured: a local read counts no HTTP requests, and an unindexed one no bytes.
-    if stats.bytes_read is not None:
-        metadata["run_read"] = _size(stats.bytes_read)
-        metadata["run_bytes_read"] = stats.bytes_read
-    if stats.requests is not None:
-        metadata["run_http_requests"] = stats.requests
+    if outcome.read and outcome.read.stats.bytes_read is not None:
+        metadata["run_read"] = _size(outcome.read.stats.bytes_read)
+        metadata["run_bytes_read"] = outcome.read.stats.bytes_read
+    if outcome.read and outcome.read.stats.requests is not None:
+        metadata["run_http_requests"] = outcome.read.stats.requests
+    if changes := outcome.changes:
+        metadata["run_changelog_read"] = _size(changes.bytes_read)
+        metadata["run_pairs_carried_over"] = len(outcome.carried)
+    if (pair.area, pair.category) in outcome.carried:
+        metadata["carried_over"] = (
+            f"not read: release {outcome.release}'s changelog lists no place added, changed or removed here since "
+            f"release {outcome.changes.base}, which these places came from"
+        )
     if other := outcome.replaced_marks.get((pair.area, pair.category)):
         metadata["replaced_mark"] = _replaced(other)
     if held := outcome.held.get((pair.area, pair.category)):

@@ -32,7 +32,8 @@ def main() -> None:
     Configured by NAKODO_DATABASE (a DuckDB file or a postgresql:// URL; default data/nakodo.duckdb),
     NAKODO_OVERTURE_ROOT (a folder or an s3:// prefix of releases; unset: imports off),
     NAKODO_OVERTURE_RELEASE (default: the newest), NAKODO_OVERTURE_INDEX (the release indexes' folder;
-    default: beside a DuckDB store, else the user's cache), AWS_ENDPOINT_URL (an S3-compatible endpoint),
+    default: beside a DuckDB store, else the user's cache), NAKODO_OVERTURE_CHANGELOG (the releases' changelogs;
+    default: the folder changelog beside the root), AWS_ENDPOINT_URL (an S3-compatible endpoint),
     NAKODO_NOMINATIM_URL (default: OpenStreetMap's public Nominatim) and NAKODO_PLANS (a plans file replacing
     the shipped plans).
     """

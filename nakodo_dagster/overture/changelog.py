@@ -34,6 +34,8 @@ class RunChanges:
     """The changes a release's changelog lists in each of a run's cells since the release before it."""
 
     release: str
+    base: str
+    """The release the changelog compares with: the one just before ``release``."""
     moved: dict[str, int]
     """Per cell of the run, the places added or changed (any category: the changelog names none)."""
     removed: dict[str, tuple[str, ...]]
@@ -46,9 +48,10 @@ class RunChanges:
         return not any(self.moved.values()) and not any(self.removed.values())
 
 
-def read_run_changes(run: ImportRun, changelog_root: str, release: str) -> RunChanges | None:
-    """The changelog's changes in the run's cells, or None when there is nothing to go by: the release has no
-    changelog under the root, or the run is a country's (a country's places are told by their address)."""
+def read_run_changes(run: ImportRun, changelog_root: str, release: str, base: str) -> RunChanges | None:
+    """The changes in the run's cells that the changelog of ``release`` lists since ``base`` (the release listed
+    just before it), or None when there is nothing to go by: the release has no changelog under ``changelog_root``,
+    or the run is a country's (a country's places are told by their address, not their box)."""
     if run.country_code:
         return None
     if not is_s3(changelog_root) and not Path(changelog_root).is_dir():
@@ -65,7 +68,7 @@ def read_run_changes(run: ImportRun, changelog_root: str, release: str) -> RunCh
             return None
         files = [file for file in listed if any(f"/change_type={kind}/" in file for kind in CHANGED)]
         if not files:
-            return RunChanges(release, dict.fromkeys(run.areas, 0), {area: () for area in run.areas}, 0)
+            return RunChanges(release, base, dict.fromkeys(run.areas, 0), {area: () for area in run.areas}, 0)
         connection.execute("SET enable_profiling = 'no_output'")
         connection.execute("""SET custom_profiling_settings = '{"TOTAL_BYTES_READ": "true"}'""")
         rows = connection.execute(
@@ -88,4 +91,4 @@ def read_run_changes(run: ImportRun, changelog_root: str, release: str) -> RunCh
             removed[area].append(id_)
         else:
             moved[area] += 1
-    return RunChanges(release, moved, {area: tuple(sorted(ids)) for area, ids in removed.items()}, bytes_read)
+    return RunChanges(release, base, moved, {area: tuple(sorted(ids)) for area, ids in removed.items()}, bytes_read)

@@ -76,8 +76,19 @@ def list_releases(root: str | Path) -> list[str]:
     with connect(root) as connection:
         files = glob_files(connection, f"{root}/*/{PLACES_FILES}")
     names = {file[len(root) + 1 :].split("/", 1)[0] for file in files}
-    releases = [name for name in names if RELEASE_PATTERN.fullmatch(name)]
-    return sorted(releases, key=lambda name: (name.split(".")[0], int(name.split(".")[1])))
+    return sorted((name for name in names if RELEASE_PATTERN.fullmatch(name)), key=_order)
+
+
+def _order(release: str) -> tuple[str, int]:
+    """A release name's place in time: its date, then its number that day."""
+    day, number = release.split(".")
+    return day, int(number)
+
+
+def release_before(root: str | Path, release: str) -> str | None:
+    """The release listed just before ``release`` under the root (the one its changelog compares with), or None."""
+    earlier = [name for name in list_releases(root) if _order(name) < _order(release)]
+    return earlier[-1] if earlier else None
 
 
 def newest_release(root: str | Path) -> str:

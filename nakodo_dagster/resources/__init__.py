@@ -16,6 +16,7 @@ def configured_resources() -> dict[str, StoreResource | OvertureResource]:
             root=setting("NAKODO_OVERTURE_ROOT"),
             release=setting("NAKODO_OVERTURE_RELEASE"),
             index=setting("NAKODO_OVERTURE_INDEX"),
+            changelog=setting("NAKODO_OVERTURE_CHANGELOG"),
             queue_minutes=setting("NAKODO_IMPORT_QUEUE_MINUTES"),
         ),
     }

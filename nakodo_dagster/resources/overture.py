@@ -8,9 +8,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from nakodo_dagster.overture.changelog import RunChanges, changelog_beside, read_run_changes
 from nakodo_dagster.overture.index import index_folder
 from nakodo_dagster.overture.reader import ReadResult, read_places
-from nakodo_dagster.overture.releases import check_release_name, check_root, resolve_release
+from nakodo_dagster.overture.releases import check_release_name, check_root, release_before, resolve_release
 from nakodo_dagster.placement import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, ImportRun, queue_cap
 
 OFF_REASON = "NAKODO_OVERTURE_ROOT isn't set"
@@ -28,6 +29,11 @@ class OvertureResource(dg.ConfigurableResource):
     every pod mounts). Empty: beside the store when ``NAKODO_DATABASE`` is a DuckDB file, else the user's
     cache folder; never the working folder.
 
+    ``changelog`` is where the releases' GERS changelogs are (``<changelog>/<release>/theme=places/type=place/
+    change_type=*/*.parquet``); empty: beside the root, as Overture keeps them (``s3://overturemaps-us-west-2/
+    changelog``). Where the release read has one, a block's pairs that it lists no change for move to the release
+    without reading it; without one, every block is read.
+
     ``queue_minutes`` is how much import work Dagster's run queue holds, at the pace it is observed to keep: the
     import sensor reserves pairs only for runs the queue starts within it (never fewer than twice the two
     slots), so a new campaign's first block never waits behind hours of another account's backlog.
@@ -39,6 +45,12 @@ class OvertureResource(dg.ConfigurableResource):
         default="",
         description="Folder of release indexes; empty: beside a DuckDB store, else the user's cache "
         "(NAKODO_OVERTURE_INDEX).",
+    )
+
+    changelog: str = Field(
+        default="",
+        description="Folder or s3:// prefix of the releases' changelogs; empty: beside the root "
+        "(NAKODO_OVERTURE_CHANGELOG).",
     )
 
     queue_minutes: int = Field(
@@ -53,6 +65,8 @@ class OvertureResource(dg.ConfigurableResource):
             check_root(self.root)
         if self.release.strip():
             check_release_name(self.release.strip())
+        if self.changelog.strip():
+            check_root(self.changelog.strip())
         queue_cap(DEFAULT_IMPORT_RUNS_PER_HOUR, self.queue_minutes)
 
     @property
@@ -72,3 +86,13 @@ class OvertureResource(dg.ConfigurableResource):
     def read(self, run: ImportRun, release: str) -> ReadResult:
         """The places one import run reads from the release."""
         return read_places(run, self.root, release, index_dir=self.index_dir)
+
+    def release_before(self, release: str) -> str | None:
+        """The release listed just before ``release`` under the root: the one its changelog compares with."""
+        return release_before(self.root, release)
+
+    def changes(self, run: ImportRun, release: str, base: str) -> RunChanges | None:
+        """What the release's changelog lists in the run's cells since ``base``, or None with nothing to go by (no
+        changelog for the release, or a country's run)."""
+        changelog = self.changelog.strip() or changelog_beside(check_root(self.root))
+        return read_run_changes(run, changelog, release, base)

@@ -752,6 +752,11 @@ class Store(ABC):
 
         return self._transact(work)
 
+    def read_from(self, pairs: Iterable[tuple[str, str]], release: str) -> list[tuple[str, str]]:
+        """Those of ``pairs`` whose places came from ``release`` (kept while a mark or a failure stands)."""
+        params = _pair_params(pairs)
+        return self._transact(lambda tx: carry.read_from(tx, params, release)) if params["areas"] else []
+
     def carry_over(
         self,
         pairs: Iterable[tuple[str, str]],

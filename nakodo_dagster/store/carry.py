@@ -16,11 +16,15 @@ Pair = tuple[str, str]
 # A changelog says what changed since the release just before its own: only a pair whose places came from that
 # release can take the changelog's word for it (one that came from an older release may have missed a change in
 # between, and one never read has nothing to carry). A removed place is told by its id: a pair that held one is read.
-CARRIABLE = f"""
+READ_FROM = f"""
 SELECT place_imports.area, place_imports.category
 FROM place_imports JOIN {PAIRS} AS pair
   ON place_imports.area = pair.area AND place_imports.category = pair.category
 WHERE place_imports.places_release = $base
+"""
+
+CARRIABLE = f"""
+{READ_FROM}
   AND NOT EXISTS (
       SELECT 1 FROM places
       WHERE places.area = place_imports.area AND places.category = place_imports.category
@@ -47,6 +51,11 @@ FROM {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
 RETURNING place_imports.area, place_imports.category, place_imports.rows
 """
+
+
+def read_from(tx: Transaction, pairs: dict[str, list[str]], base: str) -> list[Pair]:
+    """Those of ``pairs`` whose places came from ``base``."""
+    return [(area, category) for area, category in tx.rows(READ_FROM, **pairs, base=base)]
 
 
 def carriable(tx: Transaction, pairs: dict[str, list[str]], base: str, removed: list[str]) -> list[Pair]:

@@ -32,6 +32,10 @@ def overture(tmp_path_factory):
     return bucket
 
 
+def _changes(bucket, run, release):
+    return read_run_changes(run, str(bucket / "changelog"), release, PREVIOUS)
+
+
 def _expected(bucket, areas: list[str]) -> tuple[dict[str, int], dict[str, tuple[str, ...]]]:
     """Per cell, places added or changed and ids removed, by pyarrow and the cells' arithmetic written out here."""
     table = ds.dataset(
@@ -54,29 +58,30 @@ def test_a_runs_changes_are_the_changelogs_in_its_cells(overture):
     # Paris's block: busy cells, and a quiet one at its edge.
     areas = [cell(48.5, 2.0), cell(48.5, 2.5), cell(49.0, 2.0), cell(49.5, 3.5)]
     (run,) = import_runs({a.key: ["cafe"] for a in areas}, {a.key: a for a in areas})
-    changes = read_run_changes(run, str(overture / "changelog"), CURRENT)
+    changes = _changes(overture, run, CURRENT)
     moved, removed = _expected(overture, list(run.areas))
     assert changes.moved == moved
     assert changes.removed == removed
     assert moved[cell(48.5, 2.0).key] > 0 and removed[cell(48.5, 2.0).key]
     assert not changes.untouched
     assert changes.bytes_read > 0
+    assert changes.base == PREVIOUS
 
 
 def test_a_run_where_nothing_changed_is_untouched(overture):
     # The open sea off West Africa: no place, so no change.
     (run,) = import_runs({cell(0.0, -20.0).key: ["cafe"]}, {})
-    changes = read_run_changes(run, str(overture / "changelog"), CURRENT)
+    changes = _changes(overture, run, CURRENT)
     assert changes.untouched
     assert changes.moved == {cell(0.0, -20.0).key: 0}
 
 
 def test_nothing_to_go_by_without_a_changelog_or_for_a_country(overture, tmp_path):
     (block,) = import_runs({cell(48.5, 2.0).key: ["cafe"]}, {})
-    assert read_run_changes(block, str(overture / "changelog"), PREVIOUS) is None
-    assert read_run_changes(block, str(tmp_path / "nowhere"), CURRENT) is None
+    assert _changes(overture, block, PREVIOUS) is None
+    assert read_run_changes(block, str(tmp_path / "nowhere"), CURRENT, PREVIOUS) is None
     (country,) = import_runs({"country:FR": ["cafe"]}, {"country:FR": country_area("FR")})
-    assert read_run_changes(country, str(overture / "changelog"), CURRENT) is None
+    assert _changes(overture, country, CURRENT) is None
 
 
 def test_the_changelog_is_beside_the_releases():
@@ -91,8 +96,8 @@ def test_the_changelog_reads_the_same_from_the_bucket(overture, s3_server, monke
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
     remote_root = publish_releases(s3_client(s3_server), overture / "changelog", "nakodo-changelog", "changelog")
     run = block_run(48.0, 2.0)
-    remote = read_run_changes(run, remote_root, CURRENT)
-    local = read_run_changes(run, str(overture / "changelog"), CURRENT)
+    remote = read_run_changes(run, remote_root, CURRENT, PREVIOUS)
+    local = _changes(overture, run, CURRENT)
     assert (remote.moved, remote.removed) == (local.moved, local.removed)
     assert any(remote.moved.values())
-    assert read_run_changes(run, remote_root, PREVIOUS) is None
+    assert read_run_changes(run, remote_root, PREVIOUS, "2026-09-16.0") is None

@@ -11,6 +11,7 @@ from nakodo_dagster.overture.releases import (
     list_releases,
     newest_release,
     places_glob,
+    release_before,
     resolve_release,
 )
 from nakodo_dagster.overture.sample import FIXED_PLACES, write_sample_release
@@ -33,6 +34,13 @@ def root(tmp_path_factory):
 
 def test_releases_are_listed_oldest_first_numbering_as_numbers(root):
     assert list_releases(root) == list(RELEASES)
+
+
+def test_the_release_before_one_is_the_one_listed_just_before_it(root):
+    assert release_before(root, "2026-11-18.0") == "2026-10-15.10"
+    assert release_before(root, "2026-10-15.10") == "2026-10-15.9"
+    assert release_before(root, "2026-12-16.0") == "2026-11-18.0"
+    assert release_before(root, "2026-09-17.0") is None
 
 
 def test_the_newest_release_is_the_default(root):
