@@ -9,7 +9,8 @@ PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the 
 machinery, the daemon killed and restarted, its code server killed, run workers killed, imports cancelled through
 the GraphQL API, campaigns paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's
 storage stopped, its object store throttling, resetting and stalling, the release's files cut short, a new release
-published (faults: ``python -m bench.faults`` alone, with a seed to replay).
+published (faults: ``python -m bench.faults`` alone, with a seed to replay); a new release read with its GERS
+changelog and without it, block runs and bytes side by side (changelog).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from bench.changelog import measure_changelog
 from bench.daemon import measure_daemon
 from bench.faults import measure_faults
 from bench.fleet import measure_fleet
@@ -129,7 +131,7 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
         yield root, proxy
 
 
-PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "faults")
+PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "faults", "changelog")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
@@ -140,6 +142,7 @@ SECTIONS = {
     "fleet": ("fleet",),
     "soak": ("soak",),
     "faults": ("faults",),
+    "changelog": ("changelog",),
 }
 SECTION_NAMES = {section for sections in SECTIONS.values() for section in sections}
 # Written by an earlier bench (one import tick through the sensor's old API): the sensors section supersedes it.
@@ -327,6 +330,9 @@ def main(argv: list[str] | None = None) -> None:
         default="postgresql://postgres@127.0.0.1:5432/test",
         help="admin database for the policy, the fleet and the daemon's PostgreSQL instance",
     )
+    parser.add_argument(
+        "--changelog-rows", type=int, default=1_000_000, help="places of the changelog's two releases (1,000,000)"
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.json go")
     parser.add_argument(
         "--work", type=Path, default=HERE / "out", help="where releases and indexes are kept between runs (bench/out)"
@@ -409,6 +415,9 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
             accounts=args.faults_accounts,
         )
         return {"faults": figures}
+    if part == "changelog":
+        print(f"changelog: a release change of {args.changelog_rows:,} places, with and without it ...", flush=True)
+        return {"changelog": measure_changelog(work, args.changelog_rows)}
     # At the pace the daemon part measured (this run's, or the last one kept in results.json).
     measured = json.loads((args.out / "results.json").read_text()) if (args.out / "results.json").exists() else {}
     pace = measured.get("daemon", {}).get("block_runs_per_hour", args.fleet_pace)
@@ -467,6 +476,7 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
             "faults_campaigns": args.faults_campaigns,
             "faults_count": args.faults_count,
         },
+        "changelog": {"changelog_rows": args.changelog_rows},
     }[part]
 
 

@@ -44,3 +44,17 @@ def test_the_soak_ticks_every_sensor_through_every_phase_and_lands_imports(tmp_p
     assert soak["imports"]["landed"] > 0 and soak["searches"] > 0
     assert soak["events"]["after a burst of new campaigns"]["added"] > 0
     assert "## Soak" in finished.stderr
+
+
+def test_the_changelog_part_reads_a_release_change_both_ways_to_the_same_places(tmp_path):
+    out = tmp_path / "report"
+    command = [sys.executable, "-m", "bench", "--only", "changelog", "--changelog-rows", "5000"]
+    folders = ["--work", str(tmp_path / "work"), "--out", str(out)]
+    finished = subprocess.run([*command, *folders], cwd=PROJECT, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    figures = json.loads((out / "results.json").read_text())["changelog"]
+    assert figures["same_places"]
+    without, with_ = figures["without_changelog"], figures["with_changelog"]
+    assert without["runs_reading"] == without["block_runs"] == with_["block_runs"] and without["pairs_carried"] == 0
+    assert 0 < with_["pairs_carried"] < with_["pairs"] and with_["runs_reading"] < with_["block_runs"]
+    assert "## A new release with its changelog" in (out / "results.md").read_text()

@@ -78,7 +78,8 @@ def write_sample_release(
     if drift is not None:
         before, places = places, places.drifted(drift, np.random.default_rng([seed, 2]))
         if changelog_root is not None:
-            kinds = changes(before, places)
+            # Sorted along the same curve as the release's files: a run's box meets few of the changelog's groups.
+            kinds = {kind: _spatially_sorted(rows) for kind, rows in changes(before, places).items()}
             file_name = f"part-00000-{uuid_of(*file_ids[0])}-c000.zstd.parquet"
             _write_aside(Path(changelog_root), release, lambda folder: write_changelog(folder, kinds, file_name))
     order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
@@ -114,6 +115,13 @@ def _write_aside(root: Path, release: str, write: Callable[[Path], None]) -> Pat
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return root / release
+
+
+def _spatially_sorted(rows: pa.Table) -> pa.Table:
+    bbox = rows["bbox"]
+    lng = pc.struct_field(bbox, "xmin").to_numpy(zero_copy_only=False)
+    lat = pc.struct_field(bbox, "ymin").to_numpy(zero_copy_only=False)
+    return rows.take(np.argsort(_hilbert(lng, lat), kind="stable"))
 
 
 def _hilbert(lng: np.ndarray, lat: np.ndarray, order: int = 16) -> np.ndarray:
