@@ -17,7 +17,8 @@ from nakodo_dagster.assets.places import (
     tag_held,
 )
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried, retries_left
-from nakodo_dagster.placement import IMPORT_MAX_RUNTIME_MINUTES, ImportRun
+from nakodo_dagster.pacing import IMPORT_MAX_RUNTIME_MINUTES
+from nakodo_dagster.placement import ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.words import plural
 

@@ -11,7 +11,8 @@ from pydantic import Field
 from nakodo_dagster.overture.index import index_folder
 from nakodo_dagster.overture.reader import ReadResult, read_places
 from nakodo_dagster.overture.releases import check_release_name, check_root, resolve_release
-from nakodo_dagster.placement import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, ImportRun, queue_cap
+from nakodo_dagster.pacing import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, queue_cap
+from nakodo_dagster.placement import ImportRun
 
 OFF_REASON = "NAKODO_OVERTURE_ROOT isn't set"
 
