@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 import dagster as dg
 
-from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.campaign_map import MARKDOWN_IMAGE, campaign_map, figure_png, markdown_image
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import CAMPAIGN_PARTITIONS, campaign_id_of, campaign_partition
 from nakodo_dagster.placement import RETRY_DAYS, Area, Needs, areas_for, import_needs
 from nakodo_dagster.resources import OvertureResource, StoreResource

@@ -9,7 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from nakodo_dagster.overture.index import index_folder
-from nakodo_dagster.overture.reader import ReadResult, read_places
+from nakodo_dagster.overture.reader import ReadResult, read_places_retried
 from nakodo_dagster.overture.releases import check_release_name, check_root, resolve_release
 from nakodo_dagster.pacing import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, queue_cap
 from nakodo_dagster.placement import ImportRun
@@ -71,5 +71,6 @@ class OvertureResource(dg.ConfigurableResource):
         return resolve_release(self.root, self.release.strip() or None)
 
     def read(self, run: ImportRun, release: str) -> ReadResult:
-        """The places one import run reads from the release."""
-        return read_places(run, self.root, release, index_dir=self.index_dir)
+        """The places one import run reads from the release, a transient fault tried again within the read
+        (``reader.read_places_retried``: ReadFailed says what failed for good)."""
+        return read_places_retried(run, self.root, release, index_dir=self.index_dir)

@@ -21,8 +21,9 @@ from dagster._time import get_current_datetime
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
-from nakodo_dagster.assets.places import IMPORT_POOL, PLACES, places
+from nakodo_dagster.assets.places import PLACES, places
 from nakodo_dagster.definitions import defs
+from nakodo_dagster.imports.events import IMPORT_POOL
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.launcher import KILL_GRACE_SECONDS
 

@@ -1,21 +1,18 @@
-"""One import run end to end: read the run's box from a release, then replace exactly its reserved pairs."""
+"""What a finished import run produced: the release it loaded, each reserved pair's report, what the read cost and
+what the drift gate compared or held."""
 
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nakodo_dagster.drift import DriftLimits, PairDrift
-from nakodo_dagster.overture.faults import read_with_retries
+from nakodo_dagster.drift import PairDrift
 from nakodo_dagster.overture.reader import ReadResult, longitude_ranges
 from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
-from nakodo_dagster.resources.overture import OvertureResource
-from nakodo_dagster.store import Store
 from nakodo_dagster.store.models import HeldImport
 
 
@@ -46,36 +43,6 @@ class ImportOutcome:
     """Compared pairs whose new rows the gate held: they keep their places and release."""
     accepted: bool = False
     """An analyst's re-import: compared pairs landed whatever the gate's limits."""
-
-
-def execute_import(
-    run: ImportRun,
-    store: Store,
-    overture: OvertureResource,
-    release: str,
-    stamp: datetime | None,
-    gate: DriftLimits | None = None,
-    accept: bool = False,
-) -> ImportOutcome:
-    """Read the run's box (no store lock held meanwhile), then write its pairs in one short transaction, dated
-    when it commits; ``stamp`` is the run's own marks' (None: it holds none). A transient fault of the read is
-    tried again with backoff; ReadFailed says what failed for good. With ``gate``, pairs whose newer release moved
-    past its limits are held (``Store.write_import``), unless ``accept``: then they are measured and land."""
-    started = time.perf_counter()
-    read = read_with_retries(lambda: overture.read(run, release))
-    written = store.write_import(run, release, read.table, stamp=stamp, gate=gate, accept=accept)
-    seconds = time.perf_counter() - started
-    return ImportOutcome(
-        run,
-        release,
-        pair_reports(run, read.table),
-        read,
-        seconds,
-        written.replaced_marks,
-        written.compared,
-        written.held,
-        accept,
-    )
 
 
 def pair_reports(run: ImportRun, table: pa.Table) -> list[PairReport]:
