@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from nakodo_dagster.imports import execute_import
+from nakodo_dagster.imports.run import execute_import
 from nakodo_dagster.overture.reader import read_places
 from nakodo_dagster.overture.sample import CITIES, ReleaseDrift, write_sample_release
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs

@@ -22,16 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.policy import scratch_database
-from nakodo_dagster.placement import (
-    BACKLOG_PRIORITY,
-    BLOCK_DEGREES,
-    FIRST_BLOCK_PRIORITY,
-    IMPORT_QUEUE_MINUTES,
-    PointLocation,
-    Targeting,
-    admitted_runs,
-    first_area,
-)
+from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, IMPORT_QUEUE_MINUTES, admitted_runs
+from nakodo_dagster.placement import BLOCK_DEGREES, PointLocation, Targeting, first_area
 from nakodo_dagster.store import open_store
 from nakodo_dagster.store.base import COMMIT_OVERLAP
 

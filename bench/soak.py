@@ -50,7 +50,7 @@ from bench.policy import (
     scratch_database,
 )
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import run_stamp
+from nakodo_dagster.imports.run import run_stamp
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA

@@ -16,7 +16,7 @@ import dagster as dg
 from dagster._core.run_coordinator import SubmitRunContext
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES
+from nakodo_dagster.imports.events import PLACES
 
 
 class ImportTaggingRunCoordinator(dg.QueuedRunCoordinator):

@@ -215,7 +215,7 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
             return False
         started = _start_time(pid)
         # The worker handles SIGTERM as an interrupt: the step stops, its marks are taken back (marked failed past
-        # its run's maximum runtime, assets.places.import_or_release_marks), the run ends CANCELED.
+        # its run's maximum runtime, imports.run.import_or_release_marks), the run ends CANCELED.
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:

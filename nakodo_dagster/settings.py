@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from nakodo_dagster import drift
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.placement import IMPORT_QUEUE_MINUTES
+from nakodo_dagster.pacing import IMPORT_QUEUE_MINUTES
 
 if TYPE_CHECKING:
     import dagster as dg

@@ -24,7 +24,7 @@ WHY = "nakodo/why"
 PARTITION = "dagster/partition"
 # Dagster's run monitoring fails a run still running this many seconds after it started.
 MAX_RUNTIME = "dagster/max_runtime"
-# Dagster's queue starts runs of a higher priority first (placement.FIRST_BLOCK_PRIORITY).
+# Dagster's queue starts runs of a higher priority first (pacing.FIRST_BLOCK_PRIORITY).
 PRIORITY = "dagster/priority"
 # Where an import run stood in line when it was admitted: a campaign's first block, or the backlog.
 LINE = "nakodo/line"

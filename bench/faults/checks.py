@@ -106,7 +106,7 @@ def campaign_mismatches(store: Store, release_root: Path, elsewhere: Mapping[str
 
 def failure_headline(instance: dg.DagsterInstance, run_id: str) -> str:
     """Why a failed run failed, in the one line the project keeps with its pairs: its failed step's own words (a
-    dg.Failure's description, as places.failure_headline), else that step's error, else its run failure's, as the
+    dg.Failure's description, as failure.failure_headline), else that step's error, else its run failure's, as the
     failure sensor keeps it (run monitoring's words for a worker that died; Dagster's and the exception's for a
     run that failed outside its steps); empty if none says."""
     steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records

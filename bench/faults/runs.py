@@ -8,7 +8,7 @@ import itertools
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import IMPORT_POOL
+from nakodo_dagster.imports.events import IMPORT_POOL
 from nakodo_dagster.jobs.import_places import import_payload
 
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}

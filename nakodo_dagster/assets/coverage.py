@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import dagster as dg
 
-from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES
+from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import FRESH_DAYS, REQUESTED, RETRY_DAYS, retry_allowed_at
 from nakodo_dagster.resources import StoreResource

@@ -260,7 +260,7 @@ def imports_accept(area: str, category: str) -> None:
     # Dagster is imported only here: the other `imports` commands start fast without it.
     import dagster as dg
 
-    from nakodo_dagster.assets.places import NEW_RELEASE_WITHIN_DRIFT_GATE, record_accepted
+    from nakodo_dagster.imports.events import NEW_RELEASE_WITHIN_DRIFT_GATE, record_accepted
 
     home = dagster_home()
     with dg.DagsterInstance.get() as instance:

@@ -4,8 +4,8 @@ materialises the asset; the runs the sensors launch are the op jobs beside them)
 
 import dagster as dg
 
-from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
-from nakodo_dagster.assets.places import PLACES
+from nakodo_dagster.imports.events import PLACES
+from nakodo_dagster.search import CAMPAIGN_SEARCH
 
 reimport_places = dg.define_asset_job(
     "reimport_places",

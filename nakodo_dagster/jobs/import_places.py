@@ -6,18 +6,12 @@ from typing import Any
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import (
-    IMPORT_POOL,
-    held_warning,
-    import_events,
-    import_or_release_marks,
-    replaced_marks_warning,
-    run_overrun,
-    run_stamp,
-    tag_held,
-)
+from nakodo_dagster.imports.events import IMPORT_POOL, held_warning, import_events, replaced_marks_warning, tag_held
+from nakodo_dagster.imports.failure import run_overrun
+from nakodo_dagster.imports.run import import_or_release_marks, run_stamp
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried, retries_left
-from nakodo_dagster.placement import IMPORT_MAX_RUNTIME_MINUTES, ImportRun
+from nakodo_dagster.pacing import IMPORT_MAX_RUNTIME_MINUTES
+from nakodo_dagster.placement import ImportRun
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.words import plural
 

@@ -8,10 +8,10 @@ import dagster as dg
 from pydantic import Field
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH, search_campaigns
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried
 from nakodo_dagster.partitions import apply_partitions_requests, campaign_partition, campaign_partitions_requests
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.search import CAMPAIGN_SEARCH, search_campaigns
 from nakodo_dagster.words import plural
 
 

@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.duck import connect, is_s3
-from nakodo_dagster.overture.faults import ReleaseChanged, classify
+from nakodo_dagster.overture.faults import ReleaseChanged, classify, read_with_retries
 from nakodo_dagster.overture.fetch import FetchStats, StaleIndex, landing_row_groups
 from nakodo_dagster.overture.index import ReleaseIndex, build_index, index_path, load_index
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
@@ -142,6 +142,13 @@ def read_places(run: ImportRun, root: str | Path, release: str, *, index_dir: st
         table, schema, files, bytes_read, requests = _read_with_index(run, root, release, index_dir)
     stats = ReadStats(table.num_rows, time.perf_counter() - started, files, bytes_read, requests)
     return ReadResult(table, stats, schema)
+
+
+def read_places_retried(run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None) -> ReadResult:
+    """``read_places`` as an import run reads: a transient fault of the release (the object store throttling,
+    resetting connections, stalling) is tried again here with a doubling pause; ReadFailed says what failed for
+    good (``faults.read_with_retries``)."""
+    return read_with_retries(lambda: read_places(run, root, release, index_dir=index_dir))
 
 
 def _read_with_duckdb(run: ImportRun, root: str | Path, release: str) -> tuple[pa.Table, str, int, int, int | None]:

@@ -10,9 +10,10 @@ from pydantic import Field
 
 from nakodo_dagster.overture.changelog import RunChanges, changelog_beside, read_run_changes
 from nakodo_dagster.overture.index import index_folder
-from nakodo_dagster.overture.reader import ReadResult, read_places
+from nakodo_dagster.overture.reader import ReadResult, read_places_retried
 from nakodo_dagster.overture.releases import check_release_name, check_root, release_before, resolve_release
-from nakodo_dagster.placement import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, ImportRun, queue_cap
+from nakodo_dagster.pacing import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_QUEUE_MINUTES, queue_cap
+from nakodo_dagster.placement import ImportRun
 
 OFF_REASON = "NAKODO_OVERTURE_ROOT isn't set"
 
@@ -84,8 +85,9 @@ class OvertureResource(dg.ConfigurableResource):
         return resolve_release(self.root, self.release.strip() or None)
 
     def read(self, run: ImportRun, release: str) -> ReadResult:
-        """The places one import run reads from the release."""
-        return read_places(run, self.root, release, index_dir=self.index_dir)
+        """The places one import run reads from the release, a transient fault tried again within the read
+        (``reader.read_places_retried``: ReadFailed says what failed for good)."""
+        return read_places_retried(run, self.root, release, index_dir=self.index_dir)
 
     def release_before(self, release: str) -> str | None:
         """The release listed just before ``release`` under the root: the one its changelog compares with."""

@@ -21,8 +21,9 @@ from dagster._core.events import AssetMaterializationPlannedData, JobFailureData
 from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES, run_stamp
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.imports.events import PLACES
+from nakodo_dagster.imports.run import run_stamp
 from nakodo_dagster.jobs.import_places import import_block, import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, RETRY_DAYS, ImportRun

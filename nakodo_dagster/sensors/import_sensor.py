@@ -17,18 +17,9 @@ from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
+from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, admitted_runs, import_pace
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
-from nakodo_dagster.placement import (
-    BACKLOG_PRIORITY,
-    FIRST_BLOCK_PRIORITY,
-    IMPORT_HOURS,
-    LAUNCH_GRACE_MINUTES,
-    ImportRun,
-    admitted_runs,
-    block_key,
-    import_pace,
-    parse_area_key,
-)
+from nakodo_dagster.placement import IMPORT_HOURS, LAUNCH_GRACE_MINUTES, ImportRun, block_key, parse_area_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.store import Reservation, ServedCampaigns, Store
 from nakodo_dagster.store.base import COMMIT_OVERLAP
@@ -132,7 +123,7 @@ def _blocking_runs(instance: dg.DagsterInstance, runs: list[ImportRun], now: dat
 
 
 def queue_pace(instance: dg.DagsterInstance) -> tuple[float, int]:
-    """Import runs an hour the queue gets through (placement.import_pace) and how many are queued or running.
+    """Import runs an hour the queue gets through (pacing.import_pace) and how many are queued or running.
 
     A gap between two finishing runs counts only if the later run was already waiting when the earlier one
     finished: an idle queue says nothing about its pace.

@@ -13,20 +13,14 @@ from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from nakodo_dagster.assets.campaign_search import (
-    CAMPAIGN_SEARCH,
-    CAMPAIGN_SEARCH_DESCRIPTION,
-    MAP,
-    MAP_DRAWN_AT,
-    MAP_SHOWS,
-    campaign_search,
-)
+from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH_DESCRIPTION, campaign_search
 from nakodo_dagster.campaign_map import MARKDOWN_IMAGE
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.partitions import campaign_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.search import CAMPAIGN_SEARCH, MAP, MAP_DRAWN_AT, MAP_SHOWS
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 10),), ("cafe",))
 RELEASE = "2026-11-18.0"

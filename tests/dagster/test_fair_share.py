@@ -10,7 +10,8 @@ from dagster._core.storage.tags import PRIORITY_TAG
 
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_payload, import_places
-from nakodo_dagster.placement import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_SLOTS, PointLocation, Targeting, queue_cap
+from nakodo_dagster.pacing import DEFAULT_IMPORT_RUNS_PER_HOUR, IMPORT_SLOTS, queue_cap
+from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.sensors.import_sensor import import_sensor
 
 # Ten campaigns of five 200 km circles each along the equator and the tropics: a backlog of hundreds of blocks.

@@ -23,7 +23,7 @@ from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
 from nakodo_dagster import launcher as launcher_module
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import run_overrun
+from nakodo_dagster.imports.failure import run_overrun
 from nakodo_dagster.launcher import ForkserverRunLauncher
 
 DAGSTER_YAML = Path(__file__).parents[2] / "nakodo_dagster" / "data" / "dagster.yaml"

@@ -12,15 +12,10 @@ import dagster as dg
 import pyarrow as pa
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import (
-    NEW_RELEASE_WITHIN_DRIFT_GATE,
-    PLACES,
-    PLACES_CHECKS,
-    PLACES_INSIDE_THEIR_AREA,
-    import_events,
-)
+from nakodo_dagster.assets.places import PLACES_CHECKS
 from nakodo_dagster.headless import register_partitions
-from nakodo_dagster.imports import ImportOutcome, pair_reports
+from nakodo_dagster.imports.events import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES, PLACES_INSIDE_THEIR_AREA, import_events
+from nakodo_dagster.imports.outcome import ImportOutcome, pair_reports
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.overture.reader import PLACES_SCHEMA, ReadResult, ReadStats
 from nakodo_dagster.placement import PointLocation, Targeting, cell, country_area, import_runs

@@ -8,13 +8,13 @@ import dagster as dg
 import pyarrow as pa
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config, searched_campaign_ids
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.partitions import campaign_id_of
 from nakodo_dagster.placement import CountryLocation, ImportRun, PointLocation, Targeting, areas_for, import_runs
+from nakodo_dagster.search import CAMPAIGN_SEARCH
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import SEARCH_IN_FLIGHT, search_sensor
 

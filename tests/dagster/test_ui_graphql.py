@@ -21,12 +21,12 @@ from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH
 from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.headless import sync
 from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, block_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.search import CAMPAIGN_SEARCH
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import search_sensor
 from nakodo_dagster.store import open_store

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from nakodo_dagster.assets.campaign_search import campaign_progress
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.placement import REQUESTED, Targeting, areas_for
+from nakodo_dagster.search import campaign_progress
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.store import Store

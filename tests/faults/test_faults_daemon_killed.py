@@ -20,7 +20,7 @@ from overture_helpers import CURRENT as RELEASE
 from bench.daemon import running_daemon
 from bench.faults import FINISHED, daemon_home, import_runs, run_pairs, slots_held_by_ended_runs
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import IMPORT_POOL
+from nakodo_dagster.imports.events import IMPORT_POOL
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
 from nakodo_dagster.store import open_store

@@ -15,7 +15,8 @@ import pytest
 from fault_helpers import changed_places, stored_places
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import Overrun, import_or_release_marks
+from nakodo_dagster.imports.failure import Overrun
+from nakodo_dagster.imports.run import import_or_release_marks
 from nakodo_dagster.overture.reader import read_places
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.resources import OvertureResource

@@ -20,7 +20,6 @@ from store_helpers import (
     writing_before_version_15,
 )
 
-from nakodo_dagster.assets.campaign_search import campaign_progress
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
     FRESH_DAYS,
@@ -34,6 +33,7 @@ from nakodo_dagster.placement import (
     cell_containing,
     import_runs,
 )
+from nakodo_dagster.search import campaign_progress
 from nakodo_dagster.store import open_store, sql, targeting_from_json, targeting_to_json
 from nakodo_dagster.store.base import Store
 from nakodo_dagster.store.postgres_store import _SEARCH_CONNECTIONS, PostgresStore

@@ -1,23 +1,20 @@
-"""One import run end to end: read the run's box from a release, then replace exactly its reserved pairs."""
+"""What a finished import run produced: the release it loaded, each reserved pair's report, what the read cost and
+what the drift gate compared or held."""
 
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nakodo_dagster.drift import DriftLimits, PairDrift
+from nakodo_dagster.drift import PairDrift
 from nakodo_dagster.overture.changelog import RunChanges
-from nakodo_dagster.overture.faults import read_with_retries
 from nakodo_dagster.overture.reader import ReadResult, longitude_ranges
-from nakodo_dagster.placement import CELL_DEGREES, ImportRun, narrowed, parse_area_key
-from nakodo_dagster.resources.overture import OvertureResource
-from nakodo_dagster.store import Store
-from nakodo_dagster.store.models import HeldImport, WrittenImport
+from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
+from nakodo_dagster.store.models import HeldImport
 
 
 @dataclass(frozen=True)
@@ -53,67 +50,6 @@ class ImportOutcome:
     carried: dict[tuple[str, str], int] = field(default_factory=dict)
     """Pairs moved to the release without reading it (the changelog listed no change in their cells): their
     places, as they stand."""
-
-
-def execute_import(
-    run: ImportRun,
-    store: Store,
-    overture: OvertureResource,
-    release: str,
-    stamp: datetime | None,
-    gate: DriftLimits | None = None,
-    accept: bool = False,
-) -> ImportOutcome:
-    """Move to the release, without reading it, the pairs its changelog vouches for (``carry_over_unchanged``);
-    read the rest of the run's box (no store lock held meanwhile), then write those pairs in one short transaction,
-    dated when it commits; ``stamp`` is the run's own marks' (None: it holds none). A transient fault of the read is
-    tried again with backoff; ReadFailed says what failed for good. With ``gate``, pairs whose newer release moved
-    past its limits are held (``Store.write_import``), unless ``accept``: then they are measured and land (and
-    nothing is carried over: an analyst's re-import reads)."""
-    started = time.perf_counter()
-    changes, carried, to_read = (
-        (None, WrittenImport({}, {}), run) if accept else carry_over_unchanged(run, store, overture, release, stamp)
-    )
-    read, written = None, WrittenImport({}, {})
-    if to_read is not None:
-        read = read_with_retries(lambda: overture.read(to_read, release))
-        written = store.write_import(to_read, release, read.table, stamp=stamp, gate=gate, accept=accept)
-    seconds = time.perf_counter() - started
-    reports = pair_reports(to_read, read.table) if to_read is not None and read is not None else []
-    reports += [PairReport(area, category, rows, 0) for (area, category), rows in carried.rows.items()]
-    return ImportOutcome(
-        run,
-        release,
-        sorted(reports, key=lambda report: (report.area, report.category)),
-        read,
-        seconds,
-        carried.replaced_marks | written.replaced_marks,
-        written.compared,
-        written.held,
-        accept,
-        changes,
-        carried.rows,
-    )
-
-
-def carry_over_unchanged(
-    run: ImportRun, store: Store, overture: OvertureResource, release: str, stamp: datetime | None
-) -> tuple[RunChanges | None, WrittenImport, ImportRun | None]:
-    """What the release's changelog lists in the run's cells, the pairs moved to the release without reading it
-    (in cells where it lists nothing added or changed, read from the release it compares with and holding none of
-    the places it lists as removed: ``Store.carry_over``), and the run narrowed to the pairs left to read (None:
-    none are). The changelog is read only for a run with pairs read from the release it compares with."""
-    nothing = WrittenImport({}, {})
-    base = overture.release_before(release)
-    if base is None or not store.read_from(run.pairs, base):
-        return None, nothing, run
-    changes = overture.changes(run, release, base)
-    untouched = [] if changes is None else [pair for pair in run.pairs if not changes.moved[pair[0]]]
-    if not untouched:
-        return changes, nothing, run
-    removed = [place for places in changes.removed.values() for place in places]
-    carried = store.carry_over(untouched, release, base, removed, stamp=stamp)
-    return changes, carried, narrowed(run, [pair for pair in run.pairs if pair not in carried.rows])
 
 
 def pair_reports(run: ImportRun, table: pa.Table) -> list[PairReport]:
