@@ -13,12 +13,11 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.dataset as ds
 import pytest
-from overture_helpers import CURRENT, PREVIOUS
+from overture_helpers import CURRENT, PREVIOUS, write_release_change
 
 from bench.independent import expected_rows
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_payload, import_places
-from nakodo_dagster.overture.sample import ReleaseDrift, write_sample_release
 from nakodo_dagster.placement import FRESH_DAYS, ImportRun, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.import_sensor import request_import_runs
@@ -30,17 +29,8 @@ PARIS = Targeting((PointLocation(48.8566, 2.3522, 100),), ("bakery", "pub"))
 @pytest.fixture(scope="module")
 def bucket(tmp_path_factory) -> Path:
     """Overture's layout: PREVIOUS and CURRENT under release/, CURRENT's changelog under changelog/."""
-    bucket = tmp_path_factory.mktemp("bucket")
     sample = {"rows": 20_000, "files": 4, "row_group_rows": 500, "seed": 7, "progress": False}
-    write_sample_release(bucket / "release", release=PREVIOUS, **sample)
-    write_sample_release(
-        bucket / "release",
-        release=CURRENT,
-        drift=ReleaseDrift(edited=0.02, reissued=0.01),
-        changelog_root=bucket / "changelog",
-        **sample,
-    )
-    return bucket
+    return write_release_change(tmp_path_factory.mktemp("bucket"), **sample)
 
 
 def _import(instance, store: StoreResource, root: Path, release: str, now: datetime) -> list[dg.ExecuteInProcessResult]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import boto3
 
-from nakodo_dagster.overture.sample import publish_releases
+from nakodo_dagster.overture.sample import ReleaseDrift, publish_releases, write_sample_release
 from nakodo_dagster.placement import ImportRun, cell, country_area, import_runs
 
 CURRENT = "2026-11-18.0"
@@ -43,3 +43,17 @@ def fiji_run(categories=("cafe", "coffee_shop")) -> ImportRun:
     """The run for Fiji as one country, whose box crosses the antimeridian."""
     fiji = country_area("FJ")
     return ImportRun((fiji.key,), tuple(categories), fiji.bbox, "FJ", tuple((fiji.key, c) for c in categories))
+
+
+# A month as the changelog tests write it: the sample's churn, and some places edited or reissued under new ids.
+MONTH = ReleaseDrift(edited=0.02, reissued=0.01)
+
+
+def write_release_change(bucket: Path, **sample) -> Path:
+    """Overture's bucket layout: PREVIOUS and CURRENT (a month on, ``MONTH``) under release/, CURRENT's changelog
+    under changelog/; returns the bucket."""
+    write_sample_release(bucket / "release", release=PREVIOUS, **sample)
+    write_sample_release(
+        bucket / "release", release=CURRENT, drift=MONTH, changelog_root=bucket / "changelog", **sample
+    )
+    return bucket

@@ -8,10 +8,10 @@ import math
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
-from overture_helpers import CURRENT, PREVIOUS, block_run, s3_client
+from overture_helpers import CURRENT, PREVIOUS, block_run, s3_client, write_release_change
 
 from nakodo_dagster.overture.changelog import changelog_beside, read_run_changes
-from nakodo_dagster.overture.sample import ReleaseDrift, publish_releases, write_sample_release
+from nakodo_dagster.overture.sample import publish_releases
 from nakodo_dagster.placement import cell, country_area, import_runs
 
 SAMPLE = {"rows": 8_000, "files": 2, "row_group_rows": 200, "seed": 9, "progress": False}
@@ -20,16 +20,7 @@ SAMPLE = {"rows": 8_000, "files": 2, "row_group_rows": 200, "seed": 9, "progress
 @pytest.fixture(scope="module")
 def overture(tmp_path_factory):
     """Overture's bucket layout: releases under release/, their changelogs beside, under changelog/."""
-    bucket = tmp_path_factory.mktemp("bucket")
-    write_sample_release(bucket / "release", release=PREVIOUS, **SAMPLE)
-    write_sample_release(
-        bucket / "release",
-        release=CURRENT,
-        drift=ReleaseDrift(edited=0.02, reissued=0.01),
-        changelog_root=bucket / "changelog",
-        **SAMPLE,
-    )
-    return bucket
+    return write_release_change(tmp_path_factory.mktemp("bucket"), **SAMPLE)
 
 
 def _changes(bucket, run, release):
