@@ -30,8 +30,7 @@ from nakodo_dagster.placement import (
     parse_area_key,
 )
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Reservation, ServedCampaigns, Store
-from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.store import COMMIT_OVERLAP, Reservation, ServedCampaigns, Store
 from nakodo_dagster.words import plural
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again at once.

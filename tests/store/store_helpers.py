@@ -12,8 +12,7 @@ import pytest
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, import_runs
-from nakodo_dagster.store import Store, drift_gate, open_store
-from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import Store, drift_gate, migrate, open_store, progress
 from nakodo_dagster.store.schema import MIGRATIONS
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -46,7 +45,7 @@ def store_at_version(database_url: str, version: int) -> Store:
     then upgrades it as a user's store is upgraded."""
     store = open_store(database_url)
     with pytest.MonkeyPatch.context() as before:
-        before.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= version))
+        before.setattr(migrate, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= version))
         store.migrate()
     return store
 
@@ -56,7 +55,7 @@ def writing_before_version_13() -> Iterator[None]:
     """Campaigns written as a release before version 13 wrote them: without the note for the progress count,
     whose table came with that version."""
     with pytest.MonkeyPatch.context() as before:
-        before.setattr(store_base, "_note_progress_due", lambda tx, campaign_id: None)
+        before.setattr(progress, "note_due", lambda tx, campaign_id: None)
         yield
 
 

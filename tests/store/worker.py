@@ -17,8 +17,7 @@ import pyarrow as pa
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun
-from nakodo_dagster.store import open_store, targeting_from_json
-from nakodo_dagster.store.base import Transaction
+from nakodo_dagster.store import Transaction, open_store, targeting_from_json
 
 
 def reserve(url: str, args: dict) -> list:
