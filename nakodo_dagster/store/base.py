@@ -22,7 +22,6 @@ from nakodo_dagster.placement import (
     CountryLocation,
     ImportRun,
     Location,
-    Needs,
     PlaceImport,
     PointLocation,
     Targeting,
@@ -67,7 +66,7 @@ from nakodo_dagster.store.models import (
     targeting_to_json,
 )
 from nakodo_dagster.store.shared import campaign_filter
-from nakodo_dagster.store.transaction import T, Transaction, by_area, pair_params
+from nakodo_dagster.store.transaction import T, Transaction, pair_params
 
 
 class Store(ABC):
@@ -93,33 +92,18 @@ class Store(ABC):
         """Create or upgrade the tables to the newest schema; safe to repeat and to run from many processes."""
         self._transact(lambda tx: migrate.migrate(tx, self._MIGRATION_LOCK, self._MIGRATIONS_OF_ITS_OWN))
 
-    def schema_version(self) -> int:
-        """The newest migration this database has applied."""
-        return self._transact(migrate.schema_version)
-
     # The freshness table
 
     def import_rows(self, areas: Iterable[str], categories: Iterable[str]) -> list[PlaceImport]:
         """What place_imports says about every (area, category) pair of these areas and categories."""
         return self._transact(lambda tx: imports.import_rows(tx, sorted(set(areas)), sorted(set(categories))))
 
-    def reserve(self, missing: Mapping[str, Iterable[str]], stamp: datetime, now: datetime) -> dict[str, list[str]]:
-        """Mark missing pairs as requested where nobody else has; the pairs returned are ours to import."""
-        pairs = [(area, category) for area, categories in missing.items() for category in categories]
-        return by_area(self._mark(pairs, stamp, now, force=False))
-
     def force_request(self, pairs: Iterable[tuple[str, str]], now: datetime) -> datetime:
         """The analyst's override: mark pairs as requested whatever their age; returns the marks' stamp."""
-        self._mark(pairs, now, now, force=True)
-        return now
-
-    def _mark(
-        self, pairs: Iterable[tuple[str, str]], stamp: datetime, now: datetime, *, force: bool
-    ) -> list[tuple[str, str]]:
         params = pair_params(pairs)
-        if not params["areas"]:
-            return []
-        return self._transact(lambda tx: marks.mark(tx, params, stamp, now, force=force))
+        if params["areas"]:
+            self._transact(lambda tx: marks.mark(tx, params, now, now, force=True))
+        return now
 
     def take_back(self, pairs: Iterable[tuple[str, str]], stamp: datetime) -> int:
         """Delete this caller's unused marks (its exact stamp) so the next look asks again; returns how many."""
@@ -165,11 +149,6 @@ class Store(ABC):
         chosen = campaign_filter(campaign_ids)
         found = self._transact(lambda tx: admission.reserve(tx, now, max_runs, chosen, relook=relook))
         return admission.reservation(now, found)
-
-    def needs(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
-        """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""
-        chosen = campaign_filter(campaign_ids)
-        return self._transact(lambda tx: needs.needs(tx, now, chosen))
 
     def coverage(self, now: datetime, listed: int) -> Coverage:
         """The pairs active campaigns need, by the one freshness rule at ``now``: counted per state, and at most
@@ -385,13 +364,8 @@ class Store(ABC):
         """Bring the kept progress of every active campaign up to date at ``now`` and read the campaigns whose
         search may be due (a superset of ``search_sensor.due_reason``'s): moved by the pairs that changed since the
         last count, and counted whole for the campaigns whose needs changed, so that a count costs what changed,
-        not the fleet. ``kept_progress`` reads it all."""
+        not the fleet."""
         return self._transact(lambda tx: search.count_progress(tx, now))
-
-    def kept_progress(self) -> list[SearchProgress]:
-        """Every active campaign's progress as last kept (``count_progress``): what ``search_progress`` computes
-        from the campaigns' pairs, as of that count."""
-        return self._transact(progress.kept)
 
     def request_searches(self, campaign_ids: Iterable[int], new_windows: Iterable[int], now: datetime) -> None:
         """Note that these campaigns' searches were asked for at ``now``; those in ``new_windows`` begin a new

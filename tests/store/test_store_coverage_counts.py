@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_helpers import NOW, record_release
+from store_helpers import NOW, kept_progress, record_release
 
 from bench.policy import scratch_database
 from nakodo_dagster.placement import (
@@ -189,4 +189,4 @@ def test_kept_counts_match_a_full_recount_after_any_sequence_of_changes(
             # The search sensor's kept progress, moved by the same counts: the same as counted from every
             # campaign's pairs.
             store.count_progress(now)
-            assert store.kept_progress() == store.search_progress(now), operation
+            assert kept_progress(store) == store.search_progress(now), operation

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from store_helpers import record_release
+from store_helpers import kept_progress, record_release
 
 from nakodo_dagster.placement import (
     PointLocation,
@@ -57,14 +57,14 @@ def test_a_count_recounts_the_campaign_areas_of_the_pairs_that_changed_and_nothi
     count = store.count_progress(start + 2 * SECOND)
 
     assert count.recounted == len(_needing(fleet, changed)) > 0
-    assert store.kept_progress() == store.search_progress(start + 2 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 2 * SECOND)
     assert store.count_progress(start + 3 * SECOND).recounted == 0, "nothing changed since"
 
     landed = set(random.Random(3).sample(sorted(changed), 3))
     for pair in landed:
         record_release(store, [pair], start + 4 * SECOND)
     assert store.count_progress(start + 5 * SECOND).recounted == len(_needing(fleet, landed))
-    assert store.kept_progress() == store.search_progress(start + 5 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 5 * SECOND)
 
 
 def test_a_campaign_whose_needs_changed_is_counted_whole_once(store):
@@ -76,7 +76,7 @@ def test_a_campaign_whose_needs_changed_is_counted_whole_once(store):
 
     added = store.campaign(campaign).targeting
     assert store.count_progress(start + SECOND).recounted == len(areas_for(added))
-    assert store.kept_progress() == store.search_progress(start + SECOND)
+    assert kept_progress(store) == store.search_progress(start + SECOND)
 
 
 def test_a_count_after_a_big_change_moves_a_bounded_share_and_the_next_counts_catch_up(store, monkeypatch):
@@ -93,7 +93,7 @@ def test_a_count_after_a_big_change_moves_a_bounded_share_and_the_next_counts_ca
     # Three pairs' campaign areas a count: 8 pairs take three counts, then nothing is left.
     assert all(0 < recounted <= 3 * len(fleet) for recounted in recounts[:3]) and recounts[3] == 0
     assert sum(recounts) == len(_needing(fleet, changed))
-    assert store.kept_progress() == store.search_progress(start + 6 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 6 * SECOND)
 
 
 def test_the_import_look_works_out_again_only_the_blocks_whose_pairs_changed(store, monkeypatch):
