@@ -24,8 +24,7 @@ from pathlib import Path
 from bench.policy import scratch_database
 from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, IMPORT_QUEUE_MINUTES, admitted_runs
 from nakodo_dagster.placement import BLOCK_DEGREES, PointLocation, Targeting, first_area
-from nakodo_dagster.store import open_store
-from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.store import COMMIT_OVERLAP, open_store
 
 # The import sensor's interval.
 TICK_SECONDS = 30
@@ -85,7 +84,7 @@ def _run_until(store, queue: SimulatedQueue, now: datetime, until, relook: bool)
 
 def _whole_line(store, now: datetime) -> int:
     """The blocks in line once looks line up no more: a look lines up a bounded number of them
-    (``store.base.LINE_BLOCKS_PER_LOOK``), and A's backlog stands in line whole before B comes."""
+    (``store.admission.LINE_BLOCKS_PER_LOOK``), and A's backlog stands in line whole before B comes."""
     lined = -1
     while (counted := store.reserve_missing(now, 0)).missing_runs != lined:
         lined = counted.missing_runs

@@ -31,8 +31,7 @@ from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import search_sensor
-from nakodo_dagster.store import open_store
-from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.store import COMMIT_OVERLAP, open_store
 
 SENSORS = {"import": import_sensor, "search": search_sensor, "coverage": places_coverage_sensor}
 # The big campaign has 5 categories (and 200 km, which callers pass).

@@ -57,8 +57,7 @@ from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.overture.sample import TAXONOMY, write_sample_release
 from nakodo_dagster.placement import FRESH_DAYS, ImportRun, PointLocation, Targeting, parse_area_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Store, open_store
-from nakodo_dagster.store.base import Transaction
+from nakodo_dagster.store import Store, Transaction, open_store
 
 RADIUS_KM = 200
 # Campaigns' categories are drawn from the first 20 of the sample's taxonomy.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.store.sql import RESULT_COLUMNS
+from nakodo_dagster.store import RESULT_COLUMNS
 
 FORMATS = ("table", "csv", "geojson", "geoparquet")
 BINARY_FORMATS = ("geoparquet",)

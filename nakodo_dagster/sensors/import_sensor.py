@@ -21,8 +21,7 @@ from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, admitt
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
 from nakodo_dagster.placement import IMPORT_HOURS, LAUNCH_GRACE_MINUTES, ImportRun, block_key, parse_area_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import Reservation, ServedCampaigns, Store
-from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.store import COMMIT_OVERLAP, Reservation, ServedCampaigns, Store
 from nakodo_dagster.words import plural
 
 # A tick storm must not queue the same work twice while it runs; a failed payload may go again at once.

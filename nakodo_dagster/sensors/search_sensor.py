@@ -11,7 +11,7 @@ from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_ru
 from nakodo_dagster.partitions import campaign_partitions_requests
 from nakodo_dagster.placement import SEARCH_IN_FLIGHT, search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store.base import COMMIT_OVERLAP
+from nakodo_dagster.store import COMMIT_OVERLAP
 from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.words import plural
 

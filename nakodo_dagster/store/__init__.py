@@ -25,9 +25,14 @@ from nakodo_dagster.store.models import (
     targeting_to_json,
 )
 from nakodo_dagster.store.postgres_store import PostgresStore, store_unreachable
+from nakodo_dagster.store.search import RESULT_COLUMNS
+from nakodo_dagster.store.shared import COMMIT_OVERLAP
+from nakodo_dagster.store.transaction import Transaction
 
 __all__ = [
+    "COMMIT_OVERLAP",
     "DEFAULT_ACCOUNT_ID",
+    "RESULT_COLUMNS",
     "Account",
     "AccountUsage",
     "Campaign",
@@ -41,6 +46,7 @@ __all__ = [
     "ServedCampaigns",
     "Store",
     "StoreLocked",
+    "Transaction",
     "check_account_name",
     "check_campaign_name",
     "open_store",

@@ -4,12 +4,17 @@ code that runs them, inside ``Store``'s transactions."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from nakodo_dagster.store.sql import PAIRS
+from nakodo_dagster.store import drift_gate
+from nakodo_dagster.store.imports import OTHERS_ON_THEIR_WAY, STAMP_IMPORTS
+from nakodo_dagster.store.models import WrittenImport
+from nakodo_dagster.store.shared import PAIRS, rule
+from nakodo_dagster.store.transaction import pair_params
 
 if TYPE_CHECKING:
-    from nakodo_dagster.store.base import Transaction
+    from nakodo_dagster.store.transaction import Transaction
 
 Pair = tuple[str, str]
 
@@ -58,14 +63,29 @@ def read_from(tx: Transaction, pairs: dict[str, list[str]], base: str) -> list[P
     return [(area, category) for area, category in tx.rows(READ_FROM, **pairs, base=base)]
 
 
-def carriable(tx: Transaction, pairs: dict[str, list[str]], base: str, removed: list[str]) -> list[Pair]:
-    """Those of ``pairs`` whose places came from ``base`` and hold none of the ``removed`` ids."""
-    return [(area, category) for area, category in tx.rows(CARRIABLE, **pairs, base=base, removed=removed)]
-
-
-def carry(tx: Transaction, pairs: dict[str, list[str]], release: str, now: object) -> dict[Pair, int]:
-    """Move the pairs' places and records to ``release``; returns each pair's count of places."""
-    tx.run(MOVE_PLACES, **pairs, release=release)
-    return {
-        (area, category): rows for area, category, rows in tx.rows(RECORD_CARRIED, **pairs, release=release, now=now)
-    }
+def carry_over(
+    tx: Transaction,
+    pairs: dict[str, list[str]],
+    release: str,
+    base: str,
+    removed: list[str],
+    now: datetime | None,
+    stamp: datetime | None,
+) -> WrittenImport:
+    """Move to ``release`` those of ``pairs`` whose places came from ``base`` and hold none of the ``removed`` ids
+    (``Store.carry_over``): their places and records, dated ``now`` or at the commit; the rest stays as it is."""
+    carried = [(area, category) for area, category in tx.rows(CARRIABLE, **pairs, base=base, removed=removed)]
+    if not carried:
+        return WrittenImport({}, {})
+    landing = pair_params(carried)
+    written_at = now or datetime.now(UTC)
+    others = tx.rows(OTHERS_ON_THEIR_WAY, **landing, **rule(written_at), stamp=stamp)
+    drift_gate.forget(tx, landing)
+    tx.run(MOVE_PLACES, **landing, release=release)
+    rows = tx.rows(RECORD_CARRIED, **landing, release=release, now=written_at)
+    if now is None:
+        tx.run(STAMP_IMPORTS, **landing, committed_at=datetime.now(UTC))
+    return WrittenImport(
+        {(area, category): count for area, category, count in rows},
+        {(area, category): other for area, category, other in others},
+    )

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from nakodo_dagster.drift import DriftLimits, PairDrift, drift_reasons, gated
 from nakodo_dagster.store.models import HeldImport
-from nakodo_dagster.store.sql import INCOMING_AS_PLACES, PAIRS, PLACE_COLUMNS
+from nakodo_dagster.store.shared import INCOMING_AS_PLACES, PAIRS, PLACE_COLUMNS
 
 if TYPE_CHECKING:
-    from nakodo_dagster.store.base import Transaction
+    from nakodo_dagster.store.transaction import Transaction
 
 Pair = tuple[str, str]
 

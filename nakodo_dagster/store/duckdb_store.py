@@ -15,7 +15,8 @@ import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
-from nakodo_dagster.store.base import Store, T, Transaction
+from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.transaction import T, Transaction
 
 # Backoff between attempts on a locked file: short enough that a sensor tick barely notices a peer's
 # transaction, capped so that sixty seconds of waiting is a few hundred opens, not thousands.

@@ -15,9 +15,11 @@ import psycopg2
 import pyarrow as pa
 import pyarrow.csv
 
-from nakodo_dagster.store import sql
-from nakodo_dagster.store.base import Store, T, Transaction
+from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.coverage import ANALYZE_COVERAGE_PAIRS, COVERAGE_PAIRS_ESTIMATE
 from nakodo_dagster.store.schema import BUSINESS_PARTITIONS, POSTGRES_MIGRATIONS
+from nakodo_dagster.store.search import FIRST_BY_DISTINCT_ON, POSTGRES_SHARE_OF_PLACES
+from nakodo_dagster.store.transaction import T, Transaction
 
 # A tick joins every campaign's pairs with place_imports: with the server's default 4 MB per sort or hash, that
 # join of a few hundred thousand rows spills to disk and takes twice as long, and JIT compiling it costs
@@ -25,11 +27,11 @@ from nakodo_dagster.store.schema import BUSINESS_PARTITIONS, POSTGRES_MIGRATIONS
 _SESSION_OPTIONS = "-c timezone=UTC -c work_mem=64MB -c jit=off"
 # Rows per COPY: bounds the CSV held in memory for a country-sized import.
 _COPY_BATCH_ROWS = 50_000
-# The sort by place id of a first search (600,000 places, sql.FIRST_BY_DISTINCT_ON) fits in memory instead of
+# The sort by place id of a first search (600,000 places, search.FIRST_BY_DISTINCT_ON) fits in memory instead of
 # spilling to disk.
 _SEARCH_WORK_MEM = "SET LOCAL work_mem = '256MB'"
 # Connections a campaign's first search spreads its insert over, one per partition of campaign_businesses, the
-# places of that partition each (sql.POSTGRES_SHARE_OF_PLACES): PostgreSQL runs no INSERT ... SELECT in parallel.
+# places of that partition each (search.POSTGRES_SHARE_OF_PLACES): PostgreSQL runs no INSERT ... SELECT in parallel.
 # On two cores, two took a first search of 644,095 businesses from 2.94 s to 2.2 s (medians of 7 in turn), when
 # they still wrote one table; three, 1.2 times as long as two.
 _SEARCH_CONNECTIONS = BUSINESS_PARTITIONS
@@ -77,9 +79,9 @@ class _PostgresTransaction(Transaction):
         # Autovacuum's own rule, without waiting up to a minute for its next look: the first count after a big
         # admission fills the table, and the search sensor's next tick, planned with an empty table's statistics,
         # counted 741 campaigns' progress in 76 s instead of 1.5 s at 10,000 campaigns.
-        [(rows_when_analysed,)] = self.rows(sql.COVERAGE_PAIRS_ESTIMATE)
+        [(rows_when_analysed,)] = self.rows(COVERAGE_PAIRS_ESTIMATE)
         if restated > _ANALYZE_SCALE_FACTOR * max(rows_when_analysed, 0) + _ANALYZE_THRESHOLD:
-            self.run(sql.ANALYZE_COVERAGE_PAIRS)
+            self.run(ANALYZE_COVERAGE_PAIRS)
 
     def load_incoming_places(self, places: pa.Table) -> None:
         options = pyarrow.csv.WriteOptions(include_header=False)
@@ -122,7 +124,7 @@ class PostgresStore(Store):
     _MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(7214311950)"
     # A lock per campaign (the two-key form: apart from the migration lock's), held to the commit.
     _SEARCH_SETUP = ("SELECT pg_advisory_xact_lock(72143119, $campaign_id)", _SEARCH_WORK_MEM)
-    _FIRST_PER_PLACE = sql.FIRST_BY_DISTINCT_ON
+    _FIRST_PER_PLACE = FIRST_BY_DISTINCT_ON
     _MIGRATIONS_OF_ITS_OWN = POSTGRES_MIGRATIONS
 
     def __init__(self, url: str) -> None:
@@ -152,7 +154,7 @@ class PostgresStore(Store):
         share is written or the search fails."""
         if not fills:
             return super()._insert_found(tx, statement, params, fills)
-        shared = statement(sql.POSTGRES_SHARE_OF_PLACES)
+        shared = statement(POSTGRES_SHARE_OF_PLACES)
         every_share_written = threading.Barrier(_SEARCH_CONNECTIONS)
 
         def write_share(part: int, share_tx: Transaction) -> int:

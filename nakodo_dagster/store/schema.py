@@ -197,7 +197,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             # campaign's first category, is the first block admission puts in line, so that every new campaign
             # shows businesses early whatever is queued. Filled for older campaigns by Store.migrate.
             "ALTER TABLE campaigns ADD COLUMN first_area TEXT",
-            # The missing blocks in the order admission takes them (sql.LINE_UP), as the import sensor last lined
+            # The missing blocks in the order admission takes them (admission.line_up), as the import sensor last lined
             # them up: while nothing changes, a tick admits from its head instead of finding every missing pair.
             """
             CREATE TABLE import_line (
@@ -231,7 +231,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )
             """,
             "CREATE INDEX needed_pairs_by_change ON needed_pairs (changed_at)",
-            # The state (sql.pair_state) of each needed pair that has a place_imports row, and that row, as the
+            # The state (shared.pair_state) of each needed pair that has a place_imports row, and that row, as the
             # coverage count last worked them out. A needed pair without a row is missing, never asked for: most
             # pairs of a big fleet are, and they cost no row here.
             """
@@ -292,7 +292,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             # without its primary key, whose index cost 0.6 to 1.2 s of that search's commit (0.01 s without).
             # Neither guarded anything a search relies on: campaigns are never deleted, a search reads its campaign
             # in the transaction that adds its businesses, and searches of one campaign take turns, each leaving
-            # out what the campaign holds (sql.add_found_businesses). PostgreSQL gets its primary key back
+            # out what the campaign holds (search.add_found_businesses). PostgreSQL gets its primary key back
             # (POSTGRES_MIGRATIONS): its later searches look up each new place there. A table rebuilt, since DuckDB
             # drops no constraint; sorted by campaign, so that DuckDB's zone maps find each campaign's rows.
             """
@@ -334,7 +334,7 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         13,
         (
             # Each active campaign's areas that have a pair in coverage_pairs, by the state the campaign sees them in
-            # (sql.area_progress): every coverage count moves the rows of the areas whose pairs moved, and the
+            # (progress.area_progress): every coverage count moves the rows of the areas whose pairs moved, and the
             # campaigns' progress by the difference, instead of counting again every campaign an area touched.
             """
             CREATE TABLE campaign_area_progress (
@@ -349,8 +349,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             # The campaigns whose needs changed (added, resumed, given a location), to be counted whole by the next
             # count; due_at tells a note from a newer one for the same campaign.
             "CREATE TABLE progress_due (campaign_id INTEGER PRIMARY KEY, due_at TIMESTAMPTZ NOT NULL)",
-            # The fleet's line of missing blocks before it is put in order (sql.line_up): each account's demand for
-            # each block, and how many pairs the block misses. A coverage count notes the blocks of the pairs it
+            # The fleet's line of missing blocks before it is put in order (admission.line_up): each account's demand
+            # for each block, and how many pairs the block misses. A coverage count notes the blocks of the pairs it
             # restated (line_due), and the reservation's next look works out only those again.
             """
             CREATE TABLE line_demand (
@@ -477,11 +477,11 @@ POSTGRES_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # through its zone maps.
     9: ("ALTER TABLE campaign_businesses ADD PRIMARY KEY (campaign_id, place_id)",),
     # Place ids under "C": the key compares bytes instead of calling strcoll, and a search, which adds in the order
-    # of its sort by id in bytes (sql.FIRST_BY_DISTINCT_ON), appends to it rather than inserting all over it under
+    # of its sort by id in bytes (search.FIRST_BY_DISTINCT_ON), appends to it rather than inserting all over it under
     # a language's collation. A first search of 644,095 businesses: the key cost 0.3 s instead of 0.6 to 0.9 s.
     10: ('ALTER TABLE campaign_businesses ALTER COLUMN place_id TYPE TEXT COLLATE "C"',),
     # campaign_businesses partitioned by a hash of the place id, so that each connection of a first search writes
-    # a table and a key of its own (sql.POSTGRES_SHARE_OF_PLACES picks each connection's places by the same hash).
+    # a table and a key of its own (search.POSTGRES_SHARE_OF_PLACES picks each connection's places by the same hash).
     # Two connections writing one table waited on each other's pages of it, its key's last ones above all: a first
     # search of 644,095 businesses took 1.90 s, 1.66 s into the partitions. The key is built after the copy, in one
     # pass; LIKE keeps place_id's "C" collation.

@@ -29,7 +29,7 @@ from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_
 from nakodo_dagster.resources import OvertureResource
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor
-from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import shared as store_shared
 from nakodo_dagster.store.models import Coverage, NeededPair
 
 # Leeds' cafes and pubs (two cells), Paris' bakeries (one cell): 5 pairs needed, 3 areas x 3 categories registered.
@@ -109,7 +109,7 @@ def test_the_check_counts_only_needed_pairs_and_links_the_failed_ones(instance, 
 def test_a_tick_records_each_change_and_costs_nothing_without_one(instance, resources, monkeypatch):
     # Each count looks again at what was stamped within COMMIT_OVERLAP of its start: made short enough to wait out.
     overlap = timedelta(seconds=0.5)
-    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", overlap)
+    monkeypatch.setattr(store_shared, "COMMIT_OVERLAP", overlap)
     store = resources["store"].store
     store.add_campaign("Paris", PARIS)
     time.sleep(overlap.total_seconds() * 2)

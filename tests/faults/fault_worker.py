@@ -31,7 +31,7 @@ def _resources(args: dict) -> dict:
 def _stop_inside_transaction(marker: str) -> None:
     # A kill timed from outside lands before or after the transaction on a loaded machine; stopping here puts it
     # in the middle of the write every time.
-    from nakodo_dagster.store.base import Transaction
+    from nakodo_dagster.store import Transaction
 
     run = Transaction.run
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -11,11 +11,13 @@ import pyarrow as pa
 import pytest
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
-from nakodo_dagster.placement import ImportRun, import_runs
-from nakodo_dagster.store import Store, drift_gate, open_store
-from nakodo_dagster.store import base as store_base
-from nakodo_dagster.store import sql as store_sql
+from nakodo_dagster.placement import ImportRun, Needs, import_runs
+from nakodo_dagster.store import Store, drift_gate, marks, migrate, needs, open_store, progress
+from nakodo_dagster.store import imports as store_imports
+from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.store.schema import MIGRATIONS
+from nakodo_dagster.store.shared import PAIRS, campaign_filter
+from nakodo_dagster.store.transaction import by_area, pair_params
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 RELEASE = "2026-11-18.0"
@@ -47,7 +49,7 @@ def store_at_version(database_url: str, version: int) -> Store:
     then upgrades it as a user's store is upgraded."""
     store = open_store(database_url)
     with pytest.MonkeyPatch.context() as before:
-        before.setattr(store_base, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= version))
+        before.setattr(migrate, "MIGRATIONS", tuple(m for m in MIGRATIONS if m[0] <= version))
         store.migrate()
     return store
 
@@ -57,7 +59,7 @@ def writing_before_version_13() -> Iterator[None]:
     """Campaigns written as a release before version 13 wrote them: without the note for the progress count,
     whose table came with that version."""
     with pytest.MonkeyPatch.context() as before:
-        before.setattr(store_base, "_note_progress_due", lambda tx, campaign_id: None)
+        before.setattr(progress, "note_due", lambda tx, campaign_id: None)
         yield
 
 
@@ -65,7 +67,7 @@ def writing_before_version_13() -> Iterator[None]:
 _RECORD_IMPORTS_BEFORE_VERSION_17 = f"""
 INSERT INTO place_imports (area, category, release, rows, imported_at)
 SELECT pair.area, pair.category, $release, count(i.id), $now
-FROM {store_sql.PAIRS} AS pair
+FROM {PAIRS} AS pair
 LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.category
 GROUP BY pair.area, pair.category
 ORDER BY pair.area, pair.category
@@ -81,8 +83,36 @@ def writing_before_version_15() -> Iterator[None]:
     tables came with that version, nor the release their places came from (version 17)."""
     with pytest.MonkeyPatch.context() as before:
         before.setattr(drift_gate, "forget", lambda tx, pairs: None)
-        before.setattr(store_sql, "RECORD_IMPORTS", _RECORD_IMPORTS_BEFORE_VERSION_17)
+        before.setattr(store_imports, "RECORD_IMPORTS", _RECORD_IMPORTS_BEFORE_VERSION_17)
         yield
+
+
+def reserve_pairs(
+    store: Store, missing: Mapping[str, Iterable[str]], stamp: datetime, now: datetime
+) -> dict[str, list[str]]:
+    """Mark these pairs as requested where nobody else has, in the store's compare and set (``marks.mark``, as a
+    reservation does); the pairs returned are ours to import."""
+    params = pair_params((area, category) for area, categories in missing.items() for category in categories)
+    if not params["areas"]:
+        return {}
+    return by_area(store._transact(lambda tx: marks.mark(tx, params, stamp, now, force=False)))
+
+
+def needs_of(store: Store, now: datetime, campaign_ids: Sequence[int] | None = None) -> Needs:
+    """``placement.import_needs`` of the campaigns' pairs merged, computed by the database."""
+    chosen = campaign_filter(campaign_ids)
+    return store._transact(lambda tx: needs.needs(tx, now, chosen))
+
+
+def kept_progress(store: Store) -> list[SearchProgress]:
+    """Every active campaign's progress as last kept (``Store.count_progress``): what ``Store.search_progress``
+    computes from the campaigns' pairs, as of that count."""
+    return store._transact(progress.kept)
+
+
+def schema_version(store: Store) -> int:
+    """The newest migration the store's database has applied."""
+    return store._transact(migrate.schema_version)
 
 
 def query(store: Store, sql: str, **params: Any) -> list[tuple]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from store_helpers import NOW, query
+from store_helpers import NOW, needs_of, query
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import CountryLocation, Location, PointLocation, Targeting, areas_for
@@ -241,7 +241,7 @@ def test_imports_leave_out_the_campaigns_a_plan_paused_and_count_them(store, sol
     assert reservation.paused_for_plan == 1
     named = store.reserve_missing(NOW + timedelta(days=1), max_runs=10, campaign_ids=[paused])
     assert (named.runs, named.missing_runs, named.paused_for_plan) == ([], 0, 1)
-    assert store.needs(NOW, [kept, paused]).missing == {}
+    assert needs_of(store, NOW, [kept, paused]).missing == {}
     assert store.coverage(NOW, listed=5).counts["missing"] == 0
 
 

@@ -6,7 +6,7 @@ import re
 import threading
 
 import pytest
-from store_helpers import NOW, query
+from store_helpers import NOW, query, reserve_pairs, schema_version
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import PointLocation, Targeting
@@ -47,7 +47,7 @@ def test_lists_reach_the_database_as_the_same_values(store):
 def test_migrate_twice_is_a_no_op(store):
     campaign = store.add_campaign("Kept", LEEDS)
     store.migrate()
-    assert store.schema_version() == NEWEST
+    assert schema_version(store) == NEWEST
     assert _tables(store) == sorted(TABLES)
     assert query(store, "SELECT version FROM schema_migrations") == [(v,) for v, _ in MIGRATIONS]
     assert store.campaign(campaign).name == "Kept"
@@ -80,7 +80,9 @@ def test_a_duckdb_store_waits_for_the_lock_and_then_works(duckdb_url, workers):
     store.migrate()
     holder = _hold(duckdb_url, workers)
     outcome = {}
-    waiting = threading.Thread(target=lambda: outcome.update(got=store.reserve({"cell:53.5,-2": ["cafe"]}, NOW, NOW)))
+    waiting = threading.Thread(
+        target=lambda: outcome.update(got=reserve_pairs(store, {"cell:53.5,-2": ["cafe"]}, NOW, NOW))
+    )
     waiting.start()
     waiting.join(0.5)
     assert waiting.is_alive(), "the store did not wait for the lock"

@@ -15,6 +15,7 @@ from store_helpers import (
     RELEASE,
     places_table,
     query,
+    schema_version,
     store_at_version,
     writing_before_version_13,
     writing_before_version_15,
@@ -34,13 +35,13 @@ from nakodo_dagster.placement import (
     import_runs,
 )
 from nakodo_dagster.search import campaign_progress
-from nakodo_dagster.store import open_store, sql, targeting_from_json, targeting_to_json
-from nakodo_dagster.store.base import Store
+from nakodo_dagster.store import Store, open_store, targeting_from_json, targeting_to_json
 from nakodo_dagster.store.postgres_store import _SEARCH_CONNECTIONS, PostgresStore
 from nakodo_dagster.store.schema import MIGRATIONS
+from nakodo_dagster.store.search import POSTGRES_SHARE_OF_PLACES
 
 LEEDS = Targeting((PointLocation(53.80, -1.55, 10), PointLocation(53.70, -1.40, 5)), ("cafe", "bakery"))
-# One point and no country: a search measures each place once (sql.add_found_businesses).
+# One point and no country: a search measures each place once (search.add_found_businesses).
 LEEDS_CENTRE = Targeting(LEEDS.locations[:1], LEEDS.categories)
 LUXEMBOURG = Targeting((CountryLocation("LU"), PointLocation(49.61, 6.13, 5)), ("cafe",))
 # Haversine on a sphere and the WGS84 geodesic differ by up to about 0.5 %: too close to call at the edge.
@@ -313,7 +314,7 @@ def test_a_first_search_over_connections_adds_nothing_when_one_share_fails(postg
     [(refused,)] = query(
         store,
         f"SELECT min(p.id) FROM places AS p WHERE p.id IN (SELECT place_id FROM campaign_businesses) "
-        f"AND {sql.POSTGRES_SHARE_OF_PLACES}",
+        f"AND {POSTGRES_SHARE_OF_PLACES}",
         parts=_SEARCH_CONNECTIONS,
         part=part,
     )
@@ -338,7 +339,7 @@ def test_each_share_of_a_first_search_is_one_partition_of_the_businesses(postgre
         place_id
         for (place_id,) in query(
             store,
-            f"SELECT p.id FROM places AS p WHERE {sql.POSTGRES_SHARE_OF_PLACES}",
+            f"SELECT p.id FROM places AS p WHERE {POSTGRES_SHARE_OF_PLACES}",
             parts=_SEARCH_CONNECTIONS,
             part=part,
         )
@@ -426,7 +427,7 @@ def test_search_progress_agrees_with_import_needs_on_every_boundary(store, seed)
 
 def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url, monkeypatch):
     store = store_at_version(database_url, 8)
-    assert store.schema_version() == 8
+    assert schema_version(store) == 8
     rng = random.Random(9)
     with writing_before_version_15():
         _load(store, LEEDS, _random_places(rng, 600, "p"))
@@ -442,7 +443,7 @@ def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url,
 
     store.migrate()
 
-    assert store.schema_version() == MIGRATIONS[-1][0] == 17
+    assert schema_version(store) == MIGRATIONS[-1][0] == 17
     assert [store.campaign_results(campaign) for campaign in campaigns] == held
     # The search goes on from what each campaign holds: only the places landed since, each once.
     new_rows = _random_places(rng, 300, "q")

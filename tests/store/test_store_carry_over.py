@@ -7,7 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from store_helpers import NOW, imports_table, place_ids, places_table, query, run_for, store_at_version
+from store_helpers import (
+    NOW,
+    imports_table,
+    place_ids,
+    places_table,
+    query,
+    reserve_pairs,
+    run_for,
+    store_at_version,
+)
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import REQUESTED
@@ -59,7 +68,7 @@ def test_pairs_the_changelog_cannot_vouch_for_are_left_to_be_read(store):
     # Read from the release before the base: a change in between is in no changelog at hand.
     store.write_import(run_for([(OTHER, "cafe")]), OLD, places_table(_places(OTHER, "cafe", range(2), "o")), READ_AT)
     # Asked for but never read: nothing to carry.
-    store.reserve({OTHER: ["pub"]}, READ_AT, READ_AT)
+    reserve_pairs(store, {OTHER: ["pub"]}, READ_AT, READ_AT)
     pairs = [(CELL, "cafe"), (CELL, "bakery"), (OTHER, "cafe"), (OTHER, "pub")]
 
     # Bakery b1 is gone from the new release.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from store_helpers import record_release
+from store_helpers import kept_progress, record_release
 
 from nakodo_dagster.placement import FRESH_DAYS, RETRY_DAYS, PointLocation, Targeting
 
@@ -48,22 +48,22 @@ def test_progress_is_recounted_only_for_the_campaigns_whose_pairs_changed(store)
 
     store.force_request([(LEEDS_CELL, "cafe")], start + 2 * SECOND)
     assert store.count_progress(start + 3 * SECOND).recounted == 1, "Leeds' area alone"
-    progress = store.kept_progress()
+    progress = kept_progress(store)
     assert progress == store.search_progress(start + 3 * SECOND)
     assert [(p.name, p.coming, p.missing) for p in progress] == [("Leeds", 1, 0), ("Paris", 0, 1)]
 
     record_release(store, [(PARIS_CELL, "cafe")], start - timedelta(days=FRESH_DAYS) + 10 * SECOND)
     # Loaded long ago: counted once as a stale release, moved by nothing after, until a fresh one lands.
     assert store.count_progress(start + 20 * SECOND).recounted == 1
-    progress = store.kept_progress()
+    progress = kept_progress(store)
     assert progress == store.search_progress(start + 20 * SECOND)
     assert progress[1].missing == 1 and progress[1].arrived_at is not None
 
     store.set_campaign_status(progress[1].campaign_id, "paused")
     count = store.count_progress(start + 30 * SECOND)
-    assert [p.name for p in store.kept_progress()] == ["Leeds"], "a paused campaign is neither counted nor searched"
+    assert [p.name for p in kept_progress(store)] == ["Leeds"], "a paused campaign is neither counted nor searched"
     assert count.active == 1 and [p.name for p in count.maybe_due] == ["Leeds"]
 
     store.set_campaign_status(progress[1].campaign_id, "active")
     assert store.count_progress(start + 40 * SECOND).recounted == 1, "resumed: Paris counted whole, its one area"
-    assert store.kept_progress() == store.search_progress(start + 40 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 40 * SECOND)

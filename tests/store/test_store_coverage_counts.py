@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_helpers import NOW, record_release
+from store_helpers import NOW, kept_progress, record_release
 
 from bench.policy import scratch_database
 from nakodo_dagster.placement import (
@@ -25,7 +25,7 @@ from nakodo_dagster.placement import (
     areas_for,
 )
 from nakodo_dagster.store import Store, open_store
-from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import shared as store_shared
 from nakodo_dagster.store.models import PAIR_STATES, NeededPair
 
 CATEGORIES = ("bakery", "cafe", "pub")
@@ -176,7 +176,7 @@ def test_kept_counts_match_a_full_recount_after_any_sequence_of_changes(
     # Each count reads again what was stamped within COMMIT_OVERLAP of the one before, on the store's clock: in a
     # test that takes seconds, that would be everything. One change at a time needs no overlap, and without it a
     # count reads only what changed since the one before, as it does long after the writes.
-    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    monkeypatch.setattr(store_shared, "COMMIT_OVERLAP", timedelta(0))
     with fresh_store() as store:
         now, stamps, failures = NOW, [], {}
         for operation in operations:
@@ -189,4 +189,4 @@ def test_kept_counts_match_a_full_recount_after_any_sequence_of_changes(
             # The search sensor's kept progress, moved by the same counts: the same as counted from every
             # campaign's pairs.
             store.count_progress(now)
-            assert store.kept_progress() == store.search_progress(now), operation
+            assert kept_progress(store) == store.search_progress(now), operation

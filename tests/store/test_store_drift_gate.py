@@ -16,7 +16,9 @@ from store_helpers import (
     place_ids,
     places_table,
     query,
+    reserve_pairs,
     run_for,
+    schema_version,
     store_at_version,
     writing_before_version_15,
 )
@@ -146,7 +148,7 @@ def test_version_15_upgrades_a_store_that_holds_imports(database_url):
     with writing_before_version_15():
         store.write_import(run, OLD, places_table(_places("cafe", range(30))), NOW - timedelta(days=40))
     store.migrate()
-    assert store.schema_version() == MIGRATIONS[-1][0]
+    assert schema_version(store) == MIGRATIONS[-1][0]
     store.write_import(run, NEW, places_table(_places("cafe", range(3))), NOW, gate=LIMITS)
     assert [h.drift.before for h in store.held_imports()] == [30]
 
@@ -170,9 +172,9 @@ def test_a_held_pair_is_fresh_not_failed_and_read_again_after_fresh_days(store):
         needs = import_needs(areas, ["pub"], rows, NOW + timedelta(days=days))
         assert (needs.missing, needs.coming) == (missing, set()), days
     # The reservation's compare-and-set agrees: nothing to take before FRESH_DAYS, the pair after.
-    assert store.reserve({CELL: ["pub"]}, NOW + timedelta(days=1), NOW + timedelta(days=1)) == {}
+    assert reserve_pairs(store, {CELL: ["pub"]}, NOW + timedelta(days=1), NOW + timedelta(days=1)) == {}
     later = NOW + timedelta(days=FRESH_DAYS)
-    assert store.reserve({CELL: ["pub"]}, later, later) == {CELL: ["pub"]}
+    assert reserve_pairs(store, {CELL: ["pub"]}, later, later) == {CELL: ["pub"]}
     # Marked for the next read, the pair still holds its places and what was held.
     assert place_ids(store, CELL, "pub") == {f"p{i}" for i in range(40)}
     assert [h.drift.after for h in store.held_imports()] == [4]

@@ -6,7 +6,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from store_helpers import NOW, query, record_release, store_at_version, writing_before_version_13
+from store_helpers import (
+    NOW,
+    needs_of,
+    query,
+    record_release,
+    schema_version,
+    store_at_version,
+    writing_before_version_13,
+)
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import RETRY_DAYS, PointLocation, Targeting, areas_for
@@ -41,7 +49,7 @@ def test_a_failure_keeps_its_own_time_and_reason_and_reads_failed_at_once(store)
     assert coverage.counts["failed"] == 1 and coverage.counts["coming"] == 0
     [listed] = [pair for pair in coverage.listed if pair.state == "failed"]
     assert (listed.imported_at, listed.failure) == (failed_at, REASON)
-    assert store.needs(just_after).coming == set(), "nobody waits on a pair known to have failed"
+    assert needs_of(store, just_after).coming == set(), "nobody waits on a pair known to have failed"
     [progress] = store.search_progress(just_after)
     assert (progress.failed, progress.coming, progress.missing, progress.pending(True)) == (1, 0, 0, 0)
     [status] = store.import_status(just_after)
@@ -97,7 +105,7 @@ def test_a_failed_pair_can_be_retried_at_once_and_a_landing_clears_its_failure(s
 
 def test_a_store_of_the_version_before_upgrades_and_keeps_its_marks(database_url):
     store = store_at_version(database_url, 6)
-    assert store.schema_version() == 6
+    assert schema_version(store) == 6
     with writing_before_version_13():
         store.add_campaign("Leeds", LEEDS, now=NOW)
     # A mark failed before version 7 was dated back 6 hours: it reads as a lost import, failed, as it did.
@@ -108,7 +116,7 @@ def test_a_store_of_the_version_before_upgrades_and_keeps_its_marks(database_url
         at=NOW - timedelta(hours=6),
     )
     store.migrate()
-    assert store.schema_version() == MIGRATIONS[-1][0]
+    assert schema_version(store) == MIGRATIONS[-1][0]
     [row] = store.import_rows([CELL], ["cafe"])
     assert (row.imported_at, row.failure) == (NOW - timedelta(hours=6), None)
     assert store.coverage(NOW, listed=0).counts["failed"] == 1

@@ -7,7 +7,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from store_helpers import NOW, RELEASE, imports_table, places_table, record_release, run_for
+from store_helpers import NOW, RELEASE, imports_table, needs_of, places_table, record_release, reserve_pairs, run_for
 
 from nakodo_dagster.placement import (
     FRESH_DAYS,
@@ -31,8 +31,8 @@ THREE_CITIES = Targeting(
 
 
 def test_a_new_pair_is_reserved_once(store):
-    assert store.reserve({LEEDS: ["cafe", "pub", "cafe"]}, NOW, NOW) == {LEEDS: ["cafe", "pub"]}
-    assert store.reserve({LEEDS: ["cafe", "pub"]}, NOW + SECOND, NOW + SECOND) == {}
+    assert reserve_pairs(store, {LEEDS: ["cafe", "pub", "cafe"]}, NOW, NOW) == {LEEDS: ["cafe", "pub"]}
+    assert reserve_pairs(store, {LEEDS: ["cafe", "pub"]}, NOW + SECOND, NOW + SECOND) == {}
     table = imports_table(store)
     assert table == {(LEEDS, "cafe"): (REQUESTED, 0, NOW), (LEEDS, "pub"): (REQUESTED, 0, NOW)}
 
@@ -40,18 +40,18 @@ def test_a_new_pair_is_reserved_once(store):
 def test_a_failed_import_blocks_retries_for_a_week(store):
     store.force_request([(LEEDS, "cafe")], NOW)
     for later in (timedelta(hours=1), timedelta(hours=IMPORT_HOURS) + SECOND, timedelta(days=RETRY_DAYS) - SECOND):
-        assert store.reserve({LEEDS: ["cafe"]}, NOW + later, NOW + later) == {}
+        assert reserve_pairs(store, {LEEDS: ["cafe"]}, NOW + later, NOW + later) == {}
     after = NOW + timedelta(days=RETRY_DAYS) + SECOND
-    assert store.reserve({LEEDS: ["cafe"]}, after, after) == {LEEDS: ["cafe"]}
+    assert reserve_pairs(store, {LEEDS: ["cafe"]}, after, after) == {LEEDS: ["cafe"]}
     assert imports_table(store)[(LEEDS, "cafe")] == (REQUESTED, 0, after)
 
 
 def test_a_real_release_blocks_for_thirty_five_days(store):
     record_release(store, [(LEEDS, "cafe")], NOW)
     for later in (timedelta(days=1), timedelta(days=FRESH_DAYS) - SECOND):
-        assert store.reserve({LEEDS: ["cafe"]}, NOW + later, NOW + later) == {}
+        assert reserve_pairs(store, {LEEDS: ["cafe"]}, NOW + later, NOW + later) == {}
     after = NOW + timedelta(days=FRESH_DAYS) + SECOND
-    assert store.reserve({LEEDS: ["cafe"]}, after, after) == {LEEDS: ["cafe"]}
+    assert reserve_pairs(store, {LEEDS: ["cafe"]}, after, after) == {LEEDS: ["cafe"]}
 
 
 def test_force_request_marks_whatever_the_age(store):
@@ -66,7 +66,7 @@ def test_force_request_marks_whatever_the_age(store):
 
 def test_take_back_removes_only_this_callers_marks(store):
     mine = {LEEDS: ["cafe", "pub"], "cell:54,-2": ["cafe"]}
-    assert store.reserve(mine, NOW, NOW) == mine
+    assert reserve_pairs(store, mine, NOW, NOW) == mine
     # Another caller's mark on the same pair a moment later (the analyst's override), and a real release
     # recorded with the very same timestamp: neither is this caller's to delete.
     later = store.force_request([(LEEDS, "pub")], NOW + timedelta(microseconds=1))
@@ -113,7 +113,7 @@ def test_threads_of_one_process_reserve_each_pair_exactly_once(store):
         for area, category in random.Random(i).sample(pairs, 25):
             missing.setdefault(area, []).append(category)
         for _ in range(3):
-            got = store.reserve(missing, NOW + timedelta(microseconds=i), NOW)
+            got = reserve_pairs(store, missing, NOW + timedelta(microseconds=i), NOW)
             won.extend((area, category) for area, categories in got.items() for category in categories)
 
     threads = [threading.Thread(target=reserve, args=(i,)) for i in range(6)]
@@ -228,7 +228,7 @@ def test_a_location_added_later_is_needed_too(store):
     campaign = store.add_campaign("Leeds", Targeting((PointLocation(53.75, -1.75, 2),), ("cafe", "pub")))
     store.add_campaign_location(campaign, PointLocation(48.75, 2.25, 2))
 
-    needs = store.needs(NOW)
+    needs = needs_of(store, NOW)
 
     assert needs.missing == {"cell:48.5,2": ["cafe", "pub"], "cell:53.5,-2": ["cafe", "pub"]}
 
@@ -265,7 +265,7 @@ def test_four_processes_reserve_the_campaigns_needs_once(store, database_url, wo
     won = [tuple(pair) for result in results for pair in result]
     assert len(won) == len(set(won)), "a pair was reserved twice"
     assert set(won) == set(imports_table(store))
-    assert store.needs(NOW).missing == {}
+    assert needs_of(store, NOW).missing == {}
 
 
 def test_import_status_counts_each_state_per_category(store):
@@ -284,7 +284,7 @@ def test_import_status_counts_each_state_per_category(store):
 
 
 def test_a_write_says_whose_mark_on_its_way_it_replaced(store):
-    ours = store.reserve({LEEDS: ["cafe", "pub"]}, NOW, NOW)
+    ours = reserve_pairs(store, {LEEDS: ["cafe", "pub"]}, NOW, NOW)
     assert ours == {LEEDS: ["cafe", "pub"]}
     # An analyst re-imports one of the pairs by hand while our run is still reading.
     analyst = store.force_request([(LEEDS, "cafe")], NOW + SECOND)

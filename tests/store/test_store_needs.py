@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_helpers import NOW, RELEASE
+from store_helpers import NOW, RELEASE, needs_of
 
 from nakodo_dagster.placement import (
     FRESH_DAYS,
@@ -91,7 +91,7 @@ def test_the_database_needs_equal_import_needs(store, campaigns, data):
     _replace_everything(store, campaigns, rows)
 
     _, expected = campaigns_needs(campaigns, rows, NOW)
-    needs = store.needs(NOW)
+    needs = needs_of(store, NOW)
 
     assert needs.missing == expected.missing
     assert needs.coming == expected.coming

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from store_helpers import record_release
+from store_helpers import kept_progress, record_release
 
 from nakodo_dagster.placement import (
     PointLocation,
@@ -16,7 +16,7 @@ from nakodo_dagster.placement import (
     parse_area_key,
     run_block,
 )
-from nakodo_dagster.store import base as store_base
+from nakodo_dagster.store import admission, coverage, progress, shared
 
 SECOND = timedelta(seconds=1)
 CATEGORIES = ("bakery", "cafe", "pub", "restaurant")
@@ -57,14 +57,14 @@ def test_a_count_recounts_the_campaign_areas_of_the_pairs_that_changed_and_nothi
     count = store.count_progress(start + 2 * SECOND)
 
     assert count.recounted == len(_needing(fleet, changed)) > 0
-    assert store.kept_progress() == store.search_progress(start + 2 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 2 * SECOND)
     assert store.count_progress(start + 3 * SECOND).recounted == 0, "nothing changed since"
 
     landed = set(random.Random(3).sample(sorted(changed), 3))
     for pair in landed:
         record_release(store, [pair], start + 4 * SECOND)
     assert store.count_progress(start + 5 * SECOND).recounted == len(_needing(fleet, landed))
-    assert store.kept_progress() == store.search_progress(start + 5 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 5 * SECOND)
 
 
 def test_a_campaign_whose_needs_changed_is_counted_whole_once(store):
@@ -76,11 +76,11 @@ def test_a_campaign_whose_needs_changed_is_counted_whole_once(store):
 
     added = store.campaign(campaign).targeting
     assert store.count_progress(start + SECOND).recounted == len(areas_for(added))
-    assert store.kept_progress() == store.search_progress(start + SECOND)
+    assert kept_progress(store) == store.search_progress(start + SECOND)
 
 
 def test_a_count_after_a_big_change_moves_a_bounded_share_and_the_next_counts_catch_up(store, monkeypatch):
-    monkeypatch.setattr(store_base, "PROGRESS_PAIRS_PER_COUNT", 3)
+    monkeypatch.setattr(progress, "PROGRESS_PAIRS_PER_COUNT", 3)
     fleet = _fleet(store, 12, seed=5)
     start = datetime.now(UTC) + SECOND
     store.count_progress(start)
@@ -93,13 +93,13 @@ def test_a_count_after_a_big_change_moves_a_bounded_share_and_the_next_counts_ca
     # Three pairs' campaign areas a count: 8 pairs take three counts, then nothing is left.
     assert all(0 < recounted <= 3 * len(fleet) for recounted in recounts[:3]) and recounts[3] == 0
     assert sum(recounts) == len(_needing(fleet, changed))
-    assert store.kept_progress() == store.search_progress(start + 6 * SECOND)
+    assert kept_progress(store) == store.search_progress(start + 6 * SECOND)
 
 
 def test_the_import_look_works_out_again_only_the_blocks_whose_pairs_changed(store, monkeypatch):
     # A look reads again what changed within COMMIT_OVERLAP of the one before, on the store's clock: in a test that
     # takes seconds, the campaigns just added. Long after the writes, it reads only what changed since.
-    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    monkeypatch.setattr(shared, "COMMIT_OVERLAP", timedelta(0))
     fleet = _fleet(store, 20, seed=7)
     start = datetime.now(UTC) + SECOND
     blocks = {block_key(area) for t in fleet.values() for area in areas_for(t).values()}
@@ -117,7 +117,7 @@ def test_the_import_look_works_out_again_only_the_blocks_whose_pairs_changed(sto
 
 
 def test_a_look_with_more_blocks_to_work_out_than_it_may_lines_up_every_first_block_first(store, monkeypatch):
-    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    monkeypatch.setattr(shared, "COMMIT_OVERLAP", timedelta(0))
     rng = random.Random(8)
     fleet = {}
     for number in range(6):
@@ -128,7 +128,7 @@ def test_a_look_with_more_blocks_to_work_out_than_it_may_lines_up_every_first_bl
     firsts = {block_key(first_area(targeting)) for targeting in fleet.values()}
     every = {block_key(area) for targeting in fleet.values() for area in areas_for(targeting).values()}
     assert len(every) > len(firsts)
-    monkeypatch.setattr(store_base, "LINE_BLOCKS_PER_LOOK", len(firsts))
+    monkeypatch.setattr(admission, "LINE_BLOCKS_PER_LOOK", len(firsts))
     start = datetime.now(UTC) + SECOND
 
     assert store.reserve_missing(start, max_runs=0).relined == len(firsts)
@@ -170,7 +170,7 @@ def _fair_line(fleet: dict[int, Targeting], account_of: dict[int, int], loaded: 
 def test_the_kept_line_after_some_pairs_landed_is_the_fair_line_worked_out_afresh(store, monkeypatch):
     # Blocks whose pairs all miss and blocks where some landed are worked out again in two ways (whole, and pair by
     # pair): both must leave the line a look from scratch would, in order and pair for pair.
-    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
+    monkeypatch.setattr(shared, "COMMIT_OVERLAP", timedelta(0))
     accounts = [store.add_account(f"account {number}", "unlimited") for number in range(3)]
     rng = random.Random(11)
     fleet, account_of = {}, {}
@@ -204,8 +204,8 @@ def test_the_kept_line_after_some_pairs_landed_is_the_fair_line_worked_out_afres
 
 
 def test_a_coverage_count_after_a_big_change_reads_a_bounded_share_and_the_next_counts_catch_up(store, monkeypatch):
-    monkeypatch.setattr(store_base, "COMMIT_OVERLAP", timedelta(0))
-    monkeypatch.setattr(store_base, "COUNT_PAIRS_PER_RANGE", 3)
+    monkeypatch.setattr(shared, "COMMIT_OVERLAP", timedelta(0))
+    monkeypatch.setattr(coverage, "COUNT_PAIRS_PER_RANGE", 3)
     fleet = _fleet(store, 12, seed=9)
     start = datetime.now(UTC) + SECOND
     assert store.coverage(start, 0).counts["coming"] == 0

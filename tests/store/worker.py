@@ -14,11 +14,11 @@ from datetime import datetime
 
 import duckdb
 import pyarrow as pa
+import store_helpers
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun
-from nakodo_dagster.store import open_store, targeting_from_json
-from nakodo_dagster.store.base import Transaction
+from nakodo_dagster.store import Transaction, open_store, targeting_from_json
 
 
 def reserve(url: str, args: dict) -> list:
@@ -26,7 +26,8 @@ def reserve(url: str, args: dict) -> list:
     missing: dict[str, list[str]] = {}
     for area, category in args["pairs"]:
         missing.setdefault(area, []).append(category)
-    got = store.reserve(missing, datetime.fromisoformat(args["stamp"]), datetime.fromisoformat(args["now"]))
+    stamp, now = datetime.fromisoformat(args["stamp"]), datetime.fromisoformat(args["now"])
+    got = store_helpers.reserve_pairs(store, missing, stamp, now)
     return [[area, category] for area, categories in got.items() for category in categories]
 
 
@@ -47,7 +48,7 @@ def add_campaign(url: str, args: dict) -> dict:
 def migrate(url: str, args: dict) -> int:
     store = open_store(url)
     store.migrate()
-    return store.schema_version()
+    return store_helpers.schema_version(store)
 
 
 def hold(url: str, args: dict) -> None:

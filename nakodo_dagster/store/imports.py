@@ -1,0 +1,190 @@
+"""Imports landing: a run's rows replacing its pairs' places and recorded in place_imports, all at once, through
+the drift gate; and what place_imports and places say about pairs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+
+from nakodo_dagster.drift import DriftLimits
+from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.placement import ImportRun, PlaceImport
+from nakodo_dagster.store import drift_gate
+from nakodo_dagster.store.models import ImportStatus, WrittenImport
+from nakodo_dagster.store.shared import (
+    IMPORT_COLUMNS,
+    INCOMING_AS_PLACES,
+    PAIRS,
+    PLACE_COLUMNS,
+    on_its_way,
+    pair_state,
+    rule,
+)
+from nakodo_dagster.store.transaction import pair_params
+
+if TYPE_CHECKING:
+    from nakodo_dagster.store.transaction import Transaction
+
+# The columns write_import takes from the reader's table, any others ignored. websites and phones: lists of
+# strings (stored as JSON text) or JSON text already; address: one formatted line, or a struct kept as JSON.
+INCOMING_COLUMNS = (
+    "id",
+    "area",
+    "category",
+    "name",
+    "lat",
+    "lng",
+    "confidence",
+    "address",
+    "country",
+    "websites",
+    "phones",
+)
+
+TEXT_OR_JSON_COLUMNS = ("address", "websites", "phones")
+
+IMPORT_ROWS = f"""
+SELECT {IMPORT_COLUMNS} FROM place_imports
+WHERE area IN (SELECT unnest($areas::TEXT[])) AND category IN (SELECT unnest($categories::TEXT[]))
+"""
+
+CREATE_INCOMING = """
+CREATE TEMP TABLE incoming_places (
+    id TEXT, area TEXT, category TEXT, name TEXT, lat DOUBLE PRECISION, lng DOUBLE PRECISION,
+    confidence DOUBLE PRECISION, address TEXT, country TEXT, websites TEXT, phones TEXT
+)
+"""
+
+DELETE_PLACES = f"""
+DELETE FROM places USING {PAIRS} AS pair
+WHERE places.area = pair.area AND places.category = pair.category
+"""
+
+# The join on the run's pairs is what keeps a run from writing a pair somebody else reserved.
+INSERT_PLACES = f"""
+INSERT INTO places ({PLACE_COLUMNS})
+SELECT {INCOMING_AS_PLACES}
+FROM incoming_places AS i JOIN {PAIRS} AS pair ON pair.area = i.area AND pair.category = i.category
+"""
+
+# Every pair is recorded, with zero rows if need be: "this area has no cafes" is a result.
+RECORD_IMPORTS = f"""
+INSERT INTO place_imports (area, category, release, places_release, rows, imported_at)
+SELECT pair.area, pair.category, $release, $release, count(i.id), $now
+FROM {PAIRS} AS pair
+LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.category
+GROUP BY pair.area, pair.category
+ORDER BY pair.area, pair.category
+ON CONFLICT (area, category) DO UPDATE
+SET release = excluded.release, places_release = excluded.places_release, rows = excluded.rows,
+    imported_at = excluded.imported_at, failure = NULL
+RETURNING area, category, rows
+"""
+
+# Marks on their way that another import holds ($stamp is the writer's own; a run without one holds none): the
+# write still lands, since a release read is the same for whoever reads it, but the run says whose it replaced.
+OTHERS_ON_THEIR_WAY = f"""
+SELECT place_imports.area, place_imports.category, place_imports.imported_at
+FROM place_imports JOIN {PAIRS} AS pair ON place_imports.area = pair.area AND place_imports.category = pair.category
+WHERE {on_its_way("place_imports")}
+  AND place_imports.imported_at IS DISTINCT FROM $stamp
+ORDER BY place_imports.area, place_imports.category
+"""
+
+STAMP_IMPORTS = f"""
+UPDATE place_imports SET imported_at = $committed_at FROM {PAIRS} AS pair
+WHERE place_imports.area = pair.area AND place_imports.category = pair.category
+"""
+
+COUNT_PLACES = f"""
+SELECT places.area, places.category, count(*)
+FROM places JOIN {PAIRS} AS pair ON places.area = pair.area AND places.category = pair.category
+GROUP BY places.area, places.category
+"""
+
+# The same four answers import_needs gives, counted per category; a failed mark past its week is due again.
+IMPORT_STATUS = f"""
+SELECT category,
+       count(*) FILTER (WHERE state = 'fresh'),
+       count(*) FILTER (WHERE state = 'coming'),
+       count(*) FILTER (WHERE state = 'failed'),
+       count(*) FILTER (WHERE state = 'missing'),
+       min(imported_at) FILTER (WHERE release <> $requested)
+FROM (SELECT category, release, imported_at, {pair_state("place_imports")} AS state FROM place_imports) AS rows
+GROUP BY category ORDER BY category
+"""
+
+
+def incoming(places: pa.Table) -> pa.Table:
+    """The rows to write, with exactly ``INCOMING_COLUMNS``; list or struct columns become JSON text."""
+    absent = [name for name in INCOMING_COLUMNS if name not in places.column_names]
+    if absent:
+        raise InvalidInput(f"places table lacks columns {absent}; needed: {list(INCOMING_COLUMNS)}")
+    rows = places.select(list(INCOMING_COLUMNS))
+    text = (pa.types.is_string, pa.types.is_large_string)
+    to_json = [n for n in TEXT_OR_JSON_COLUMNS if not any(is_text(rows.schema.field(n).type) for is_text in text)]
+    if not to_json:
+        return rows
+    # Column names come from INCOMING_COLUMNS, never from the caller.
+    select = ", ".join(f"to_json({name})::VARCHAR AS {name}" if name in to_json else name for name in INCOMING_COLUMNS)
+    with duckdb.connect() as memory:
+        memory.register("incoming", rows)
+        return memory.execute(f"SELECT {select} FROM incoming").to_arrow_table()
+
+
+def write(
+    tx: Transaction,
+    run: ImportRun,
+    params: dict[str, list[str]],
+    release: str,
+    places: pa.Table,
+    now: datetime | None,
+    stamp: datetime | None,
+    gate: DriftLimits | None,
+    accept: bool,
+) -> WrittenImport:
+    """Replace the places of the run's pairs (``params``) with ``places`` (``incoming``) and record the release
+    (``Store.write_import``)."""
+    written_at = now or datetime.now(UTC)
+    others = tx.rows(OTHERS_ON_THEIR_WAY, **params, **rule(written_at), stamp=stamp)
+    tx.run(CREATE_INCOMING)
+    tx.load_incoming_places(places)
+    # Recorded first: the upsert locks the pairs' rows, so a second writer of the same pairs (an analyst's
+    # re-materialisation) waits for this one and then replaces its places rather than colliding with them.
+    recorded = tx.rows(RECORD_IMPORTS, **params, release=release, now=written_at)
+    compared = drift_gate.measure(tx, params, release) if gate is not None else {}
+    holding = drift_gate.hold(tx, compared, gate, written_at) if gate is not None and not accept else {}
+    landing = pair_params(pair for pair in run.pairs if pair not in holding) if holding else params
+    if landing["areas"]:
+        drift_gate.forget(tx, landing)
+        tx.run(DELETE_PLACES, **landing)
+        tx.run(INSERT_PLACES, **landing, release=release)
+    if now is None:
+        tx.run(STAMP_IMPORTS, **params, committed_at=datetime.now(UTC))
+    return WrittenImport(
+        {
+            (area, category): holding[(area, category)].drift.before if (area, category) in holding else rows
+            for area, category, rows in recorded
+        },
+        {(area, category): other for area, category, other in others},
+        compared,
+        holding,
+    )
+
+
+def import_rows(tx: Transaction, areas: list[str], categories: list[str]) -> list[PlaceImport]:
+    """What place_imports says about every pair of these areas and categories."""
+    return [PlaceImport(*row) for row in tx.rows(IMPORT_ROWS, areas=areas, categories=categories)]
+
+
+def count_places(tx: Transaction, pairs: dict[str, list[str]]) -> dict[tuple[str, str], int]:
+    """How many places are loaded for each of these pairs (``pair_params``); pairs with none are left out."""
+    return {(area, category): count for area, category, count in tx.rows(COUNT_PLACES, **pairs)}
+
+
+def import_status(tx: Transaction, now: datetime) -> list[ImportStatus]:
+    """Per category, how many pairs are in each state at ``now``, and the oldest release."""
+    return [ImportStatus(*row) for row in tx.rows(IMPORT_STATUS, **rule(now))]

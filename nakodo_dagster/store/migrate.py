@@ -1,0 +1,57 @@
+"""The schema's migrations, applied in one transaction, and the work some versions need beyond their statements:
+what the store keeps of campaigns older than the tables that keep it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from nakodo_dagster.store import campaigns, coverage, needs
+from nakodo_dagster.store.schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    from nakodo_dagster.store.transaction import Transaction
+
+# The version whose tables keep each campaign's needs (campaign_areas, campaign_categories).
+_CAMPAIGN_NEEDS_VERSION = 3
+# The version that keeps each campaign's first area (campaigns.first_area).
+_FIRST_AREA_VERSION = 5
+# The version that counts each pair's campaigns (needed_pairs).
+_NEEDED_PAIRS_VERSION = 6
+# The version that keeps where the coverage count stopped in each of its ranges.
+_COUNT_RANGES_VERSION = 14
+
+CREATE_SCHEMA_MIGRATIONS = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
+)
+SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+RECORD_MIGRATION = "INSERT INTO schema_migrations (version, applied_at) VALUES ($version, $now)"
+
+
+def migrate(tx: Transaction, lock: str | None, of_its_own: Mapping[int, tuple[str, ...]]) -> None:
+    """Upgrade the tables to the newest schema (``Store.migrate``): ``lock`` first if the backend needs one, and
+    after each version's statements the backend's own for it (``of_its_own``)."""
+    if lock:
+        tx.rows(lock)
+    tx.run(CREATE_SCHEMA_MIGRATIONS)
+    [(reached,)] = tx.rows(SCHEMA_VERSION)
+    for version, statements in MIGRATIONS:
+        if version > reached:
+            for statement in (*statements, *of_its_own.get(version, ())):
+                tx.run(statement)
+            if version == _COUNT_RANGES_VERSION:
+                coverage.start_import_ranges(tx)
+            tx.run(RECORD_MIGRATION, version=version, now=datetime.now(UTC))
+    if reached < _FIRST_AREA_VERSION:
+        # Campaigns older than the columns that keep their needs: their areas come from Python.
+        keep = needs.keep_campaign_needs if reached < _CAMPAIGN_NEEDS_VERSION else needs.keep_first_area
+        for campaign in campaigns.every_campaign(tx):
+            keep(tx, campaign.id, campaign.targeting)
+    if reached < _NEEDED_PAIRS_VERSION:
+        needs.count_needed_pairs(tx)
+
+
+def schema_version(tx: Transaction) -> int:
+    """The newest migration this database has applied."""
+    return tx.rows(SCHEMA_VERSION)[0][0]
