@@ -10,8 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING, PLACES, PLACES_INSIDE_THEIR_AREA
+from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING
 from nakodo_dagster.definitions import defs
+from nakodo_dagster.imports.events import PLACES, PLACES_INSIDE_THEIR_AREA
 
 SENSORS = ("import_sensor", "search_sensor", "import_failure_sensor", "import_cancel_sensor", "places_coverage_sensor")
 

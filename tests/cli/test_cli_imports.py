@@ -13,7 +13,7 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import PLACES
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import RETRY_DAYS, PointLocation, Targeting, areas_for
 from nakodo_dagster.store import open_store

@@ -21,8 +21,9 @@ from nakodo_dagster.assets.coverage import (
     places_coverage_sensor,
     record_coverage,
 )
-from nakodo_dagster.assets.places import PLACES, places
+from nakodo_dagster.assets.places import places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, places_partition
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for

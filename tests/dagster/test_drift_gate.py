@@ -20,9 +20,10 @@ from overture_helpers import CURRENT, PREVIOUS
 
 from bench.independent import expected_rows
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES, places
+from nakodo_dagster.assets.places import places
 from nakodo_dagster.drift import DriftLimits, PairDrift, drift_reasons
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.imports.events import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.overture.sample import ReleaseDrift, write_sample_release

@@ -11,8 +11,9 @@ from overture_helpers import CURRENT as RELEASE
 
 from bench.independent import campaign_businesses, expected_rows
 from nakodo_dagster.assets.campaign_search import campaign_search
-from nakodo_dagster.assets.places import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES, PLACES_CHECKS
+from nakodo_dagster.assets.places import PLACES_CHECKS
 from nakodo_dagster.headless import register_partitions, sync
+from nakodo_dagster.imports.events import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting, areas_for, import_runs

@@ -34,8 +34,9 @@ from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES, places
+from nakodo_dagster.assets.places import places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.imports.run import _interrupt_behind
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places

@@ -20,9 +20,9 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import Queued
 from dagster._time import get_current_datetime
 
 from nakodo_dagster import tags
-from nakodo_dagster.assets.places import PLACES, places
+from nakodo_dagster.assets.places import places
 from nakodo_dagster.definitions import defs
-from nakodo_dagster.imports.events import IMPORT_POOL
+from nakodo_dagster.imports.events import IMPORT_POOL, PLACES
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.launcher import KILL_GRACE_SECONDS
 from nakodo_dagster.search import CAMPAIGN_SEARCH

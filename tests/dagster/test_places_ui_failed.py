@@ -14,8 +14,9 @@ import dagster as dg
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import PLACES, places
+from nakodo_dagster.assets.places import places
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.jobs.import_places import import_block, import_payload, import_places
 from nakodo_dagster.partitions import AREA, CATEGORY, PLACES_PARTITIONS, places_partition
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 from nakodo_dagster.assets.coverage import places_coverage_sensor
-from nakodo_dagster.assets.places import NEEDED_PAIRS_CHECK, NEEDED_PAIRS_FRESH_OR_COMING, PLACES
+from nakodo_dagster.assets.places import NEEDED_PAIRS_CHECK, NEEDED_PAIRS_FRESH_OR_COMING
 from nakodo_dagster.definitions import defs
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.sensors.failure_sensor import import_failure_sensor
 from nakodo_dagster.sensors.import_sensor import import_sensor

@@ -21,8 +21,8 @@ from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 from overture_helpers import CURRENT as RELEASE
 
-from nakodo_dagster.assets.places import PLACES
 from nakodo_dagster.headless import sync
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, block_key
 from nakodo_dagster.resources import OvertureResource, StoreResource
