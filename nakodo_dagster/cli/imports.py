@@ -62,9 +62,23 @@ def imports_status(campaign_ids: tuple[int, ...]) -> None:
             f"{RETRY_DAYS} days after (`nakodo imports retry` now). stale: loaded {FRESH_DAYS} days ago or more, or "
             f"failed {RETRY_DAYS} days ago or more: imported again when a campaign needs it."
         )
+        _echo_releases(store)
         _echo_failed_pairs(store, now)
         _echo_held_pairs(store)
     _echo_import_line(store, now, list(campaign_ids) or None)
+
+
+def _echo_releases(store: Store) -> None:
+    """How far each release has reached: the pairs whose places come from it, and those of it held."""
+    releases = store.release_pairs()
+    if not releases:
+        return
+    click.echo(
+        "\nReleases, newest first: the pairs whose places come from each (read, or carried over unread where its "
+        "changelog lists no change), and the pairs of it held at the drift gate."
+    )
+    rows = [[r.release, f"{r.pairs:,}", f"{r.held:,}"] for r in releases]
+    click.echo(columns(["release", "pairs", "held"], rows), nl=False)
 
 
 def _echo_held_pairs(store: Store) -> None:

@@ -57,6 +57,7 @@ from nakodo_dagster.store.models import (
     ImportStatus,
     PlaceName,
     ProgressCount,
+    ReleasePairs,
     Reservation,
     SearchProgress,
     WrittenImport,
@@ -274,6 +275,11 @@ class Store(ABC):
     def import_status(self, now: datetime) -> list[ImportStatus]:
         """Per category, how many pairs are fresh, on their way, failed or stale, and the oldest release."""
         return self._transact(lambda tx: imports.import_status(tx, now))
+
+    def release_pairs(self) -> list[ReleasePairs]:
+        """Each release the pairs' places come from, newest first: how many pairs, and how many of its pairs the
+        drift gate holds."""
+        return self._transact(imports.release_pairs)
 
     def import_line(self, now: datetime, campaign_ids: Sequence[int] | None = None) -> tuple[int, list[CampaignLine]]:
         """How many blocks wait in the kept fair-share line, and where each active campaign (or each named)

@@ -13,7 +13,7 @@ from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun, PlaceImport
 from nakodo_dagster.store import drift_gate
-from nakodo_dagster.store.models import ImportStatus, WrittenImport
+from nakodo_dagster.store.models import ImportStatus, ReleasePairs, WrittenImport
 from nakodo_dagster.store.shared import (
     IMPORT_COLUMNS,
     INCOMING_AS_PLACES,
@@ -117,6 +117,19 @@ FROM (SELECT category, release, imported_at, {pair_state("place_imports")} AS st
 GROUP BY category ORDER BY category
 """
 
+# Each release the store holds places of, or holds back at the drift gate, newest first.
+RELEASE_PAIRS = """
+WITH holding AS (
+    SELECT places_release AS release, count(*) AS pairs FROM place_imports
+    WHERE places_release IS NOT NULL GROUP BY places_release
+), held AS (
+    SELECT release, count(*) AS held FROM held_imports GROUP BY release
+)
+SELECT coalesce(holding.release, held.release) AS release, coalesce(holding.pairs, 0), coalesce(held.held, 0)
+FROM holding FULL JOIN held ON holding.release = held.release
+ORDER BY release DESC
+"""
+
 
 def incoming(places: pa.Table) -> pa.Table:
     """The rows to write, with exactly ``INCOMING_COLUMNS``; list or struct columns become JSON text."""
@@ -188,3 +201,8 @@ def count_places(tx: Transaction, pairs: dict[str, list[str]]) -> dict[tuple[str
 def import_status(tx: Transaction, now: datetime) -> list[ImportStatus]:
     """Per category, how many pairs are in each state at ``now``, and the oldest release."""
     return [ImportStatus(*row) for row in tx.rows(IMPORT_STATUS, **rule(now))]
+
+
+def release_pairs(tx: Transaction) -> list[ReleasePairs]:
+    """Each release's pairs and held pairs, newest first."""
+    return [ReleasePairs(*row) for row in tx.rows(RELEASE_PAIRS)]

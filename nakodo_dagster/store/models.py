@@ -180,6 +180,16 @@ class ImportStatus:
 
 
 @dataclass(frozen=True)
+class ReleasePairs:
+    """How far a release has reached: the pairs whose places come from it, and the pairs of it the drift gate
+    holds (their places still come from the release before)."""
+
+    release: str
+    pairs: int
+    held: int
+
+
+@dataclass(frozen=True)
 class CampaignLine:
     """Where an active campaign stands in the import queue's fair-share line, as the import sensor last lined up
     the missing blocks."""
