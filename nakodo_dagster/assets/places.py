@@ -17,6 +17,7 @@ from nakodo_dagster.imports.events import (
     import_events,
     inside_their_area,
     pair_metadata,
+    releases_observation,
     replaced_marks_warning,
     tag_held,
     within_drift_gate,
@@ -247,6 +248,8 @@ with warnings.catch_warnings():
             yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(check_key))
             yield dg.Output(None, output_name=drift_output)
         tag_held(context, outcomes)
+        if outcomes:
+            context.log_event(releases_observation(store.store.release_pairs()))
         if coverage_selected:
             yield needed_pairs_result(store.store)
         imports.raise_failures()

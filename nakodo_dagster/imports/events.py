@@ -13,7 +13,7 @@ from nakodo_dagster import tags
 from nakodo_dagster.drift import PairDrift, accept_command
 from nakodo_dagster.imports.outcome import ImportOutcome, PairReport
 from nakodo_dagster.partitions import places_partition
-from nakodo_dagster.store.models import HeldImport
+from nakodo_dagster.store.models import HeldImport, ReleasePairs
 from nakodo_dagster.words import plural
 
 PLACES = dg.AssetKey("places")
@@ -196,3 +196,23 @@ def import_events(
             yield dg.AssetCheckEvaluation(
                 asset_key=PLACES, check_name=NEW_RELEASE_WITHIN_DRIFT_GATE, partition=partition, **gate
             )
+
+
+def releases_observation(releases: list[ReleasePairs]) -> dg.AssetObservation:
+    """How far each release has reached once a run landed, on the places asset's page: the pairs whose places come
+    from it and those of it held at the drift gate, newest first, so that a new release's roll-out shows."""
+    table = [
+        "| release | pairs | held at the drift gate |",
+        "|---|---:|---:|",
+        *(f"| {r.release} | {r.pairs:,} | {r.held:,} |" for r in releases),
+    ]
+    metadata: dict[str, object] = {"releases": dg.MetadataValue.md("\n".join(table))}
+    if releases:
+        newest, *older = releases
+        metadata |= {
+            "newest_release": newest.release,
+            "newest_release_pairs": newest.pairs,
+            "newest_release_held": newest.held,
+            "pairs_on_older_releases": sum(r.pairs for r in older),
+        }
+    return dg.AssetObservation(asset_key=PLACES, metadata=metadata)

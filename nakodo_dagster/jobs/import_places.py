@@ -6,7 +6,14 @@ from typing import Any
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.imports.events import IMPORT_POOL, held_warning, import_events, replaced_marks_warning, tag_held
+from nakodo_dagster.imports.events import (
+    IMPORT_POOL,
+    held_warning,
+    import_events,
+    releases_observation,
+    replaced_marks_warning,
+    tag_held,
+)
 from nakodo_dagster.imports.failure import run_overrun
 from nakodo_dagster.imports.run import import_or_release_marks, run_stamp
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried, retries_left
@@ -60,6 +67,7 @@ def import_block(
     tag_held(context, [outcome])
     for event in import_events(outcome):
         context.log_event(event)
+    context.log_event(releases_observation(store.store.release_pairs()))
 
 
 @dg.job(

@@ -17,6 +17,7 @@ from overture_helpers import CURRENT, PREVIOUS, write_release_change
 
 from bench.independent import expected_rows
 from nakodo_dagster.headless import register_partitions
+from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.placement import FRESH_DAYS, ImportRun, PointLocation, Targeting
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -94,6 +95,16 @@ def _carried_over(instance, run_ids: list[str]) -> set[tuple[str, str]]:
     return carried
 
 
+def _latest_observation(instance) -> dict:
+    record = instance.fetch_observations(PLACES, limit=1).records[0]
+    return record.asset_observation.metadata
+
+
+def _releases_seen(instance) -> dict:
+    metadata = _latest_observation(instance)
+    return {key: metadata[key].value for key in ("newest_release", "newest_release_pairs")}
+
+
 def test_pairs_nothing_touched_move_to_the_new_release_unread_and_hold_what_a_full_read_holds(
     instance, database_url, bucket
 ):
@@ -108,8 +119,13 @@ def test_pairs_nothing_touched_move_to_the_new_release_unread_and_hold_what_a_fu
     runs = [ImportRun.from_payload(import_payload(r.dagster_run.run_config)) for r in first]
     pairs = [pair for run in runs for pair in run.pairs]
 
+    assert _releases_seen(instance) == {"newest_release": PREVIOUS, "newest_release_pairs": len(pairs)}
+
     later = _import(instance, store_resource, root, CURRENT, now + timedelta(days=FRESH_DAYS + 1))
     assert later and all(result.success for result in later)
+    # The places page shows the new release reached every pair, and none is left on the old one.
+    assert _releases_seen(instance) == {"newest_release": CURRENT, "newest_release_pairs": len(pairs)}
+    assert _latest_observation(instance)["pairs_on_older_releases"].value == 0
 
     untouched = _untouched_pairs(root, runs)
     assert 0 < len(untouched) < len(pairs)
