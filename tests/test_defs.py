@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING
+from nakodo_dagster.assets.coverage import NEEDED_PAIRS_FRESH_OR_COMING
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.imports.events import PLACES, PLACES_INSIDE_THEIR_AREA
 

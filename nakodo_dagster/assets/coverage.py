@@ -15,7 +15,6 @@ from urllib.parse import quote
 
 import dagster as dg
 
-from nakodo_dagster.assets.places import NEEDED_PAIRS_FRESH_OR_COMING
 from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import FRESH_DAYS, REQUESTED, RETRY_DAYS, retry_allowed_at
@@ -23,6 +22,8 @@ from nakodo_dagster.resources import StoreResource
 from nakodo_dagster.store import Store
 from nakodo_dagster.store.models import Coverage, NeededPair
 
+# The check on places as a whole that counts the pairs active campaigns need, by state.
+NEEDED_PAIRS_FRESH_OR_COMING = "needed_pairs_fresh_or_coming"
 # The pairs of each state the store lists; the counts are always whole.
 LISTED_PAIRS = 10
 # The UI shows a Markdown value inline only under 1,000 characters; a longer one hides behind "[Show Markdown]".

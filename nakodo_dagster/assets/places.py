@@ -8,6 +8,7 @@ import dagster as dg
 from pydantic import Field
 
 from nakodo_dagster import tags
+from nakodo_dagster.assets.coverage import NEEDED_PAIRS_FRESH_OR_COMING, coverage_check_result
 from nakodo_dagster.imports.events import (
     IMPORT_POOL,
     NEW_RELEASE_WITHIN_DRIFT_GATE,
@@ -31,7 +32,6 @@ from nakodo_dagster.store import Store
 from nakodo_dagster.words import plural
 
 # A check on places as a whole: places_coverage_sensor (assets/coverage.py) records it whenever it changes.
-NEEDED_PAIRS_FRESH_OR_COMING = "needed_pairs_fresh_or_coming"
 NEEDED_PAIRS_CHECK = dg.AssetCheckKey(PLACES, NEEDED_PAIRS_FRESH_OR_COMING)
 
 # Checks per (area, category) partition are a Dagster preview; they are what makes a failed pair visible.
@@ -103,9 +103,6 @@ def _had(store: Store, pairs: list[tuple[str, str]], now: datetime) -> dict[tupl
 
 def needed_pairs_result(store: Store) -> dg.AssetCheckResult:
     """The check needed_pairs_fresh_or_coming as it stands now."""
-    # assets/coverage.py, which counts the pairs and records the check from its sensor, imports this module.
-    from nakodo_dagster.assets.coverage import coverage_check_result
-
     return coverage_check_result(store, datetime.now(UTC))
 
 

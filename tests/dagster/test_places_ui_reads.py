@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from nakodo_dagster.assets.coverage import places_coverage_sensor
-from nakodo_dagster.assets.places import NEEDED_PAIRS_CHECK, NEEDED_PAIRS_FRESH_OR_COMING
+from nakodo_dagster.assets.coverage import NEEDED_PAIRS_FRESH_OR_COMING, places_coverage_sensor
+from nakodo_dagster.assets.places import NEEDED_PAIRS_CHECK
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.jobs.import_places import import_places
