@@ -240,11 +240,6 @@ class Store(ABC):
         removed = sorted(set(removed))
         return self._transact(lambda tx: carry.carry_over(tx, params, release, base, removed, now, stamp))
 
-    def count_places(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """How many places are loaded for each of these pairs (pairs with none are left out)."""
-        params = pair_params(pairs)
-        return self._transact(lambda tx: imports.count_places(tx, params))
-
     def forget_failed_import(self, area: str, category: str, now: datetime) -> PlaceImport | None:
         """The analyst's override of the 7-day block: delete the pair's failed mark, so the next look asks again.
 

@@ -99,12 +99,6 @@ UPDATE place_imports SET imported_at = $committed_at FROM {PAIRS} AS pair
 WHERE place_imports.area = pair.area AND place_imports.category = pair.category
 """
 
-COUNT_PLACES = f"""
-SELECT places.area, places.category, count(*)
-FROM places JOIN {PAIRS} AS pair ON places.area = pair.area AND places.category = pair.category
-GROUP BY places.area, places.category
-"""
-
 # The same four answers import_needs gives, counted per category; a failed mark past its week is due again.
 IMPORT_STATUS = f"""
 SELECT category,
@@ -191,11 +185,6 @@ def write(
 def import_rows(tx: Transaction, areas: list[str], categories: list[str]) -> list[PlaceImport]:
     """What place_imports says about every pair of these areas and categories."""
     return [PlaceImport(*row) for row in tx.rows(IMPORT_ROWS, areas=areas, categories=categories)]
-
-
-def count_places(tx: Transaction, pairs: dict[str, list[str]]) -> dict[tuple[str, str], int]:
-    """How many places are loaded for each of these pairs (``pair_params``); pairs with none are left out."""
-    return {(area, category): count for area, category, count in tx.rows(COUNT_PLACES, **pairs)}
 
 
 def import_status(tx: Transaction, now: datetime) -> list[ImportStatus]:

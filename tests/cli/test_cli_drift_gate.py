@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+from store_helpers import count_places
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
@@ -53,7 +54,7 @@ def test_status_lists_held_pairs_and_accept_lands_one(nakodo, database_url):
     accepted = nakodo("imports", "accept", CELL, "pub").stdout
     assert accepted.startswith(f"Accepted release {NEW} for pub in {CELL}: its 4 places replace release {OLD}'s 40")
     store = open_store(database_url)
-    assert store.count_places([(CELL, "pub")]) == {(CELL, "pub"): 4}
+    assert count_places(store, [(CELL, "pub")]) == {(CELL, "pub"): 4}
     assert store.held_imports() == []
     assert store.release_pairs() == [ReleasePairs(NEW, 1, 0)]
     assert "Held at the drift gate" not in nakodo("imports", "status").stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 from overture_helpers import CURRENT as RELEASE
+from store_helpers import count_places
 
 from bench.independent import expected_rows
 from nakodo_dagster import tags
@@ -64,7 +65,7 @@ def test_materialising_a_failed_pair_by_hand_overrides_its_block(tmp_path, duckd
     (run,) = import_runs({AREA: [CATEGORY]}, {AREA: parse_area_key(AREA)})
     expected = expected_rows(Path(release_root), RELEASE, run)
     assert (row.release, row.rows) == (RELEASE, len(expected))
-    assert store.count_places([(AREA, CATEGORY)]) == {(AREA, CATEGORY): len(expected)}
+    assert count_places(store, [(AREA, CATEGORY)]) == {(AREA, CATEGORY): len(expected)}
     with dg.DagsterInstance.get() as instance:
         assert instance.get_materialized_partitions(dg.AssetKey("places")) == {f"{AREA}|{CATEGORY}"}
         (run,) = instance.get_runs()

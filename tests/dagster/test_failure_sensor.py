@@ -32,6 +32,7 @@ from dagster._daemon.auto_run_reexecution.auto_run_reexecution import consume_ne
 from dagster._utils.error import SerializableErrorInfo
 from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
+from store_helpers import count_places
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import places
@@ -255,7 +256,7 @@ def test_an_interrupted_import_takes_its_marks_back_before_it_stops(instance, du
 
     assert not result.success
     assert set(_states(store, _pairs(request)).values()) == {"missing"}, "never imported, free to ask for again"
-    assert store.count_places(_pairs(request)) == {}
+    assert count_places(store, _pairs(request)) == {}
 
 
 def test_an_interrupt_landing_inside_a_duckdb_query_reads_as_a_cancel():

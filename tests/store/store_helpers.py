@@ -131,3 +131,17 @@ def imports_table(store: Store) -> dict[tuple[str, str], tuple[str, int, datetim
     """place_imports as a dict: (area, category) -> (release, rows, imported_at)."""
     rows = query(store, "SELECT area, category, release, rows, imported_at FROM place_imports")
     return {(a, c): (release, n, at) for a, c, release, n, at in rows}
+
+
+def count_places(store: Store, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """How many places are loaded for each of these pairs (pairs with none are left out)."""
+    rows = query(
+        store,
+        f"""
+        SELECT places.area, places.category, count(*)
+        FROM places JOIN {PAIRS} AS pair ON places.area = pair.area AND places.category = pair.category
+        GROUP BY places.area, places.category
+        """,
+        **pair_params(pairs),
+    )
+    return {(area, category): count for area, category, count in rows}

@@ -12,7 +12,17 @@ import duckdb
 import psycopg2
 import pyarrow as pa
 import pytest
-from store_helpers import NOW, RELEASE, imports_table, place_ids, places_table, query, record_release, run_for
+from store_helpers import (
+    NOW,
+    RELEASE,
+    count_places,
+    imports_table,
+    place_ids,
+    places_table,
+    query,
+    record_release,
+    run_for,
+)
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import REQUESTED
@@ -64,7 +74,7 @@ def test_write_import_replaces_exactly_the_runs_pairs(loaded):
         (B, "cafe"): (NEW_RELEASE, 1, later),
         (C, "cafe"): (OLD_RELEASE, 1, NOW),
     }
-    assert loaded.count_places([(A, "cafe"), (A, "pub"), (C, "cafe")]) == {(A, "cafe"): 2, (C, "cafe"): 1}
+    assert count_places(loaded, [(A, "cafe"), (A, "pub"), (C, "cafe")]) == {(A, "cafe"): 2, (C, "cafe"): 1}
 
 
 def test_list_columns_arrive_as_lists_or_as_json_text(store):
