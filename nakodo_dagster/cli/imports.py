@@ -74,11 +74,11 @@ def _echo_releases(store: Store) -> None:
     if not releases:
         return
     click.echo(
-        "\nReleases, newest first: the pairs whose places come from each (read, or carried over unread where its "
-        "changelog lists no change), and the pairs of it held at the drift gate."
+        "\nReleases, newest first: the pairs whose places come from each, read or carried over unread (its changelog "
+        "listed no change in their cells), and the pairs of it held at the drift gate."
     )
-    rows = [[r.release, f"{r.pairs:,}", f"{r.held:,}"] for r in releases]
-    click.echo(columns(["release", "pairs", "held"], rows), nl=False)
+    rows = [[r.release, f"{r.pairs:,}", f"{r.pairs - r.carried:,}", f"{r.carried:,}", f"{r.held:,}"] for r in releases]
+    click.echo(columns(["release", "pairs", "read", "carried over", "held"], rows), nl=False)
 
 
 def _echo_held_pairs(store: Store) -> None:

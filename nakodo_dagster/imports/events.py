@@ -200,11 +200,12 @@ def import_events(
 
 def releases_observation(releases: list[ReleasePairs]) -> dg.AssetObservation:
     """How far each release has reached once a run landed, on the places asset's page: the pairs whose places come
-    from it and those of it held at the drift gate, newest first, so that a new release's roll-out shows."""
+    from it, read or carried over unread, and those of it held at the drift gate, newest first, so that a new
+    release's roll-out shows."""
     table = [
-        "| release | pairs | held at the drift gate |",
-        "|---|---:|---:|",
-        *(f"| {r.release} | {r.pairs:,} | {r.held:,} |" for r in releases),
+        "| release | pairs | read | carried over unread | held at the drift gate |",
+        "|---|---:|---:|---:|---:|",
+        *(f"| {r.release} | {r.pairs:,} | {r.pairs - r.carried:,} | {r.carried:,} | {r.held:,} |" for r in releases),
     ]
     metadata: dict[str, object] = {"releases": dg.MetadataValue.md("\n".join(table))}
     if releases:
@@ -212,6 +213,7 @@ def releases_observation(releases: list[ReleasePairs]) -> dg.AssetObservation:
         metadata |= {
             "newest_release": newest.release,
             "newest_release_pairs": newest.pairs,
+            "newest_release_carried_over": newest.carried,
             "newest_release_held": newest.held,
             "pairs_on_older_releases": sum(r.pairs for r in older),
         }

@@ -47,7 +47,7 @@ WHERE places.area = pair.area AND places.category = pair.category
 # (finding nothing new, as nothing changed) and its mark on its way is replaced.
 RECORD_CARRIED = f"""
 UPDATE place_imports
-SET release = $release, places_release = $release, imported_at = $now, failure = NULL,
+SET release = $release, places_release = $release, places_carried = TRUE, imported_at = $now, failure = NULL,
     rows = (
         SELECT count(*) FROM places
         WHERE places.area = place_imports.area AND places.category = place_imports.category

@@ -110,8 +110,8 @@ RECORD_ACCEPTED = """
 INSERT INTO place_imports (area, category, release, places_release, rows, imported_at)
 VALUES ($area, $category, $release, $release, $rows, $now)
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, places_release = excluded.places_release, rows = excluded.rows,
-    imported_at = excluded.imported_at, failure = NULL
+SET release = excluded.release, places_release = excluded.places_release, places_carried = FALSE,
+    rows = excluded.rows, imported_at = excluded.imported_at, failure = NULL
 """
 
 

@@ -79,8 +79,8 @@ LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.categ
 GROUP BY pair.area, pair.category
 ORDER BY pair.area, pair.category
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, places_release = excluded.places_release, rows = excluded.rows,
-    imported_at = excluded.imported_at, failure = NULL
+SET release = excluded.release, places_release = excluded.places_release, places_carried = FALSE,
+    rows = excluded.rows, imported_at = excluded.imported_at, failure = NULL
 RETURNING area, category, rows
 """
 
@@ -114,12 +114,13 @@ GROUP BY category ORDER BY category
 # Each release the store holds places of, or holds back at the drift gate, newest first.
 RELEASE_PAIRS = """
 WITH holding AS (
-    SELECT places_release AS release, count(*) AS pairs FROM place_imports
-    WHERE places_release IS NOT NULL GROUP BY places_release
+    SELECT places_release AS release, count(*) AS pairs, count(*) FILTER (WHERE places_carried) AS carried
+    FROM place_imports WHERE places_release IS NOT NULL GROUP BY places_release
 ), held AS (
     SELECT release, count(*) AS held FROM held_imports GROUP BY release
 )
-SELECT coalesce(holding.release, held.release) AS release, coalesce(holding.pairs, 0), coalesce(held.held, 0)
+SELECT coalesce(holding.release, held.release) AS release, coalesce(holding.pairs, 0), coalesce(holding.carried, 0),
+       coalesce(held.held, 0)
 FROM holding FULL JOIN held ON holding.release = held.release
 ORDER BY release DESC
 """

@@ -181,11 +181,13 @@ class ImportStatus:
 
 @dataclass(frozen=True)
 class ReleasePairs:
-    """How far a release has reached: the pairs whose places come from it, and the pairs of it the drift gate
-    holds (their places still come from the release before)."""
+    """How far a release has reached: the pairs whose places come from it, those of them carried over to it unread
+    (its changelog listed no change in their cells), and the pairs of it the drift gate holds (their places still
+    come from the release before)."""
 
     release: str
     pairs: int
+    carried: int
     held: int
 
 

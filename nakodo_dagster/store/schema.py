@@ -455,9 +455,11 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         (
             # The release a pair's places came from (or its having none), which a mark on its way or a failed mark
             # overwrites in `release`: a changelog carries over only pairs read from the release just before its
-            # own (store/carry_over.py). Marks of pairs that hold places get their places' release; a mark of a
-            # pair without places stays unknown, and is read.
+            # own (store/carry.py). Marks of pairs that hold places get their places' release; a mark of a pair
+            # without places stays unknown, and is read. places_carried says the pair's places were carried over
+            # to that release unread, so that a release's roll-out counts what was read and what was carried.
             "ALTER TABLE place_imports ADD COLUMN places_release TEXT",
+            "ALTER TABLE place_imports ADD COLUMN places_carried BOOLEAN DEFAULT FALSE",
             "UPDATE place_imports SET places_release = release WHERE release <> 'requested'",
             """
             UPDATE place_imports SET places_release = (

@@ -49,14 +49,18 @@ def test_status_lists_held_pairs_and_accept_lands_one(nakodo, database_url):
     assert "[1] count changed by -90% (40 -> 4), beyond 50%; 10% of the places kept by id, under 50%" in status
     # The new release has reached no pair yet: its one pair is held, and keeps the old release's places.
     releases = status[status.index("Releases, newest first") :].splitlines()[1:4]
-    assert [line.split() for line in releases] == [["release", "pairs", "held"], [NEW, "0", "1"], [OLD, "1", "0"]]
+    assert [line.split() for line in releases] == [
+        ["release", "pairs", "read", "carried", "over", "held"],
+        [NEW, "0", "0", "0", "1"],
+        [OLD, "1", "1", "0", "0"],
+    ]
 
     accepted = nakodo("imports", "accept", CELL, "pub").stdout
     assert accepted.startswith(f"Accepted release {NEW} for pub in {CELL}: its 4 places replace release {OLD}'s 40")
     store = open_store(database_url)
     assert count_places(store, [(CELL, "pub")]) == {(CELL, "pub"): 4}
     assert store.held_imports() == []
-    assert store.release_pairs() == [ReleasePairs(NEW, 1, 0)]
+    assert store.release_pairs() == [ReleasePairs(NEW, 1, 0, 0)]
     assert "Held at the drift gate" not in nakodo("imports", "status").stdout
 
 

@@ -129,6 +129,7 @@ def test_pairs_nothing_touched_move_to_the_new_release_unread_and_hold_what_a_fu
 
     untouched = _untouched_pairs(root, runs)
     assert 0 < len(untouched) < len(pairs)
+    assert _latest_observation(instance)["newest_release_carried_over"].value == len(untouched)
     assert _carried_over(instance, [r.run_id for r in later]) == untouched
     # Carried over or read, every pair holds exactly what a full read of the new release gives it, as of it.
     for run in runs:

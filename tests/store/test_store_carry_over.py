@@ -80,7 +80,11 @@ def test_pairs_the_changelog_cannot_vouch_for_are_left_to_be_read(store):
     assert table[(OTHER, "cafe")] == (OLD, 2, READ_AT)
     assert table[(OTHER, "pub")][0] == REQUESTED
     assert _releases_of_places(store) == {(CELL, "cafe"): {NEW}, (CELL, "bakery"): {BASE}, (OTHER, "cafe"): {OLD}}
-    assert [(r.release, r.pairs, r.held) for r in store.release_pairs()] == [(NEW, 1, 0), (BASE, 1, 0), (OLD, 1, 0)]
+    assert [(r.release, r.pairs, r.carried, r.held) for r in store.release_pairs()] == [
+        (NEW, 1, 1, 0),
+        (BASE, 1, 0, 0),
+        (OLD, 1, 0, 0),
+    ]
 
 
 def test_a_pair_on_its_way_is_carried_and_a_mark_of_another_import_is_reported_replaced(store):
