@@ -40,7 +40,7 @@ from bench.report import write_results
 from bench.s3 import loopback_releases
 from bench.search import measure_search
 from bench.soak import measure_soak
-from nakodo_dagster.overture.index import load_index
+from nakodo_dagster.overture.index import load_index, read_chunks
 from nakodo_dagster.overture.reader import longitude_ranges, query_column
 from nakodo_dagster.overture.sample import DEFAULT_RELEASE, write_sample_release
 from nakodo_dagster.placement import ImportRun, cell, cells_around, country_area, import_runs
@@ -115,7 +115,7 @@ def floor(index_dir: Path, runs: list[ImportRun]) -> tuple[int, int]:
     for run in runs:
         west, south, east, north = run.bbox
         rows = index.intersecting(south, north, longitude_ranges(west, east))
-        total += int(index.chunks(rows, query_column)[:, 3].sum())
+        total += int(read_chunks(index, rows, query_column)[:, 3].sum())
         groups += len(rows)
     return total, groups
 

@@ -4,7 +4,7 @@ dataset, against the issue's targets for cases (a) and (b)."""
 from __future__ import annotations
 
 from bench.report.common import measured_when, megabytes, reader_medians, verdict
-from nakodo_dagster.overture.ranges import FETCH_WORKERS
+from nakodo_dagster.overture.fetch import FETCH_WORKERS
 
 READER_NAMES = {
     "index": "this project (row-group index)",

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import obstore
@@ -37,8 +37,10 @@ from obstore.store import LocalStore, S3Store
 
 from nakodo_dagster.overture import duck
 from nakodo_dagster.overture.duck import is_s3, s3_settings
-from nakodo_dagster.overture.ranges import FETCH_WORKERS, carried_row_groups, plan_requests
 
+# Latency, not bandwidth, bounds a run over HTTP: enough requests in flight at once (each on a connection of its
+# own) that a block's requests go out in a round or two. S3 serves thousands of GETs a second per prefix.
+FETCH_WORKERS = 128
 # Footers are decoded and files' row groups decoded on threads while the requests are out.
 DECODE_WORKERS = 4
 # Row groups decoded at once as their pieces land: enough that a call's own cost is small beside the decoding.
@@ -190,23 +192,38 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
         return thread.submit(asyncio.run, coroutine).result()
 
 
-class IndexedFiles(Protocol):
-    """What fetching row groups needs of a release's index: its files by number with their sizes, versions and
-    footers, and the byte ranges of wanted column chunks. It is ``index.ReleaseIndex``, named here and not imported:
-    building an index reads the release through this module."""
+def parse_footer(footer: bytes | pa.Buffer) -> pq.FileMetaData:
+    """A Parquet footer (with the magic before it, as the index stores it) parsed."""
+    return pq.read_metadata(pa.BufferReader(footer))
 
-    @property
-    def files(self) -> tuple[str, ...]: ...
 
-    @property
-    def sizes(self) -> tuple[int, ...]: ...
+@dataclass(frozen=True)
+class FileRead:
+    """A release file a read fetches from: its path, size and version (every request is conditional on it), and its
+    footer, which decodes the row groups."""
 
-    @property
-    def versions(self) -> tuple[str, ...]: ...
+    path: str
+    size: int
+    version: str
+    footer: bytes | pa.Buffer
 
-    def footer(self, file_number: int) -> pq.FileMetaData: ...
 
-    def chunks(self, rows: np.ndarray, columns: Callable[[str], bool]) -> np.ndarray: ...
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a read fetches and decodes, worked out before any request goes out (``reader.plan_read``).
+
+    ``requests`` are (file number, offset, length) rows, a file's number a key of ``files``; ``row_groups`` the
+    (file number, row group) rows they carry bytes of, and request i carries those from ``first_met[i]`` to
+    ``past_met[i]``; ``columns`` says which leaves (by Parquet path) are decoded. With no row group to read,
+    ``files`` holds one file still, whose footer gives the columns' types.
+    """
+
+    files: Mapping[int, FileRead]
+    requests: np.ndarray
+    row_groups: np.ndarray
+    first_met: np.ndarray
+    past_met: np.ndarray
+    columns: Callable[[str], bool]
 
 
 class LandingRowGroups:
@@ -229,11 +246,9 @@ class LandingRowGroups:
 
 
 @contextlib.contextmanager
-def landing_row_groups(
-    root: str, index: IndexedFiles, rows: np.ndarray, columns: Callable[[str], bool]
-) -> Iterator[LandingRowGroups]:
-    """The given index rows' row groups, fetched by concurrent range requests on a thread of their own and decoded
-    as they land (``LandingRowGroups``); leaving the block stops what is still being fetched."""
+def landing_row_groups(root: str, plan: ReadPlan) -> Iterator[LandingRowGroups]:
+    """The plan's row groups, fetched by concurrent range requests on a thread of their own and decoded as they
+    land (``LandingRowGroups``); leaving the block stops what is still being fetched."""
     source = Objects(root)
     landing = LandingRowGroups(source)
     stop: list[Callable[[], None]] = []
@@ -241,7 +256,7 @@ def landing_row_groups(
 
     async def fetch_all() -> None:
         loop = asyncio.get_running_loop()
-        fetching = asyncio.ensure_future(_read_row_groups(source, index, rows, columns, landing.land))
+        fetching = asyncio.ensure_future(_read_row_groups(source, plan, landing.land))
         stop.append(lambda: loop.call_soon_threadsafe(fetching.cancel))
         started.set()
         await fetching
@@ -268,16 +283,8 @@ def landing_row_groups(
         fetcher.join()
 
 
-async def _read_row_groups(
-    source: Objects,
-    index: IndexedFiles,
-    rows: np.ndarray,
-    columns: Callable[[str], bool],
-    landed: Callable[[pa.Table], None],
-) -> None:
-    chunks = index.chunks(rows, columns)
-    requests = plan_requests(chunks)
-    row_groups, first_met, past_met = carried_row_groups(requests, chunks)
+async def _read_row_groups(source: Objects, plan: ReadPlan, landed: Callable[[pa.Table], None]) -> None:
+    row_groups, first_met, past_met = plan.row_groups, plan.first_met, plan.past_met
     # How many requests each row group still waits for: each request adds one to a run of them.
     starts_and_ends = np.zeros(len(row_groups) + 1, dtype=np.int64)
     np.add.at(starts_and_ends, first_met, 1)
@@ -294,32 +301,35 @@ async def _read_row_groups(
         reader = pq.ParquetFile(pa.BufferReader(pa.py_buffer(buffer)), metadata=footer)
         leaves = [footer.schema.column(i).path for i in range(footer.num_columns)]
         try:
-            return reader.read_row_groups(groups, columns=[c for c in leaves if columns(c)])
+            return reader.read_row_groups(groups, columns=[c for c in leaves if plan.columns(c)])
         except (OSError, pa.ArrowException) as exc:
             # Arrow decodes a buffer and does not know its file: a failure's headline must name it (faults.classify
             # reads the name from the chain; the cause still says what was wrong).
-            raise OSError(f"{index.files[file_number]}: {exc}") from exc
+            raise OSError(f"{plan.files[file_number].path}: {exc}") from exc
 
     async def fetch(number: int, file_number: int, offset: int, length: int) -> tuple[int, int, int, memoryview]:
-        data = await source.read(index.files[file_number], offset, length, index.versions[file_number])
+        file = plan.files[file_number]
+        data = await source.read(file.path, offset, length, file.version)
         return number, file_number, offset, data
 
     loop = asyncio.get_running_loop()
     with ThreadPoolExecutor(DECODE_WORKERS) as pool:
         # Footers are parsed while the requests are out, not after they land (tens of milliseconds a file).
-        footers = {f: loop.run_in_executor(pool, index.footer, f) for f in unready}
+        footers = {f: loop.run_in_executor(pool, parse_footer, file.footer) for f, file in plan.files.items()}
 
         async def decoded(file_number: int, groups: list[int]) -> None:
             landed(await loop.run_in_executor(pool, decode, file_number, groups, await footers[file_number]))
 
         decodes: list[asyncio.Future[None]] = []
-        fetches = [asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(requests.tolist())]
+        fetches = [
+            asyncio.ensure_future(fetch(number, *request)) for number, request in enumerate(plan.requests.tolist())
+        ]
         try:
             # Row groups are decoded in batches as their last pieces land, while later requests are still out.
             for done in asyncio.as_completed(fetches):
                 number, file_number, offset, data = await done
                 if file_number not in buffers:
-                    buffers[file_number] = np.zeros(index.sizes[file_number], dtype=np.uint8)
+                    buffers[file_number] = np.zeros(plan.files[file_number].size, dtype=np.uint8)
                 buffers[file_number][offset : offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
                 met = slice(first_met[number], past_met[number])
                 pending[met] -= 1
@@ -332,8 +342,9 @@ async def _read_row_groups(
                     decodes.append(asyncio.ensure_future(decoded(file_number, groups)))
             await asyncio.gather(*decodes)
             if not decodes:
-                # No row group meets the box: file 0 still gives the columns' types, for an empty table.
-                landed(decode(0, [], index.footer(0)))
+                # No row group meets the box: the plan's one file still gives the columns' types, for an empty table.
+                only = next(iter(plan.files))
+                landed(decode(only, [], await footers[only]))
         finally:
             for task in (*fetches, *decodes):
                 task.cancel()

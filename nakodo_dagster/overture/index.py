@@ -10,9 +10,10 @@ renamed into place, and every run and process reuses it.
 The folder is ``OvertureResource.index`` (``NAKODO_OVERTURE_INDEX``); unset, ``index_folder`` puts it beside a
 DuckDB store or in the user's cache, never under the working folder.
 
-A run then picks the row groups whose statistics meet its box, coalesces the byte ranges of the columns it
-needs (``ranges``), fetches them with concurrent range requests and decodes them from memory (``fetch``): no footer
-crosses the network. The index also holds each file's version, which every range request is conditional on.
+A run then picks the row groups whose statistics meet its box and the chunks of the columns it needs
+(``reader.plan_read``, with ``read_chunks`` and ``read_footers``), coalesces their byte ranges (``ranges``), fetches
+them with concurrent range requests and decodes them from memory (``fetch``): no footer crosses the network. The
+index also holds each file's version, which every range request is conditional on.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nakodo_dagster.overture.duck import connect, is_s3, s3_settings
-from nakodo_dagster.overture.fetch import DECODE_WORKERS, FetchStats, Objects, StaleIndex, run_coroutine
+from nakodo_dagster.overture.fetch import DECODE_WORKERS, FetchStats, Objects, StaleIndex, parse_footer, run_coroutine
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
 
 # Bumped whenever the index's columns change: an index of another version is rebuilt, never misread.
@@ -71,7 +71,11 @@ _INDEX_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class ReleaseIndex:
-    """A release's row groups (file, number, rows, bbox statistics); chunks and footers are read per file on demand."""
+    """A release's row groups (file, number, rows, bbox statistics) and its files, as ``load_index`` loaded them.
+
+    Plain data: each file's chunk ranges and footer stay in the stored index (``path``), and ``read_chunks`` and
+    ``read_footers`` read them for the files a read touches, not every file's on every run.
+    """
 
     path: Path
     row_groups: pa.Table
@@ -80,16 +84,6 @@ class ReleaseIndex:
     files: tuple[str, ...]
     sizes: tuple[int, ...]
     versions: tuple[str, ...]
-
-    @cached_property
-    def _stored(self) -> pq.ParquetFile:
-        return pq.ParquetFile(self.path)
-
-    def footer(self, file_number: int) -> pq.FileMetaData:
-        """The footer of the release's ``file_number``-th file (files sorted by path); safe to call from threads."""
-        # A reader of its own, not the shared one: footers are read from the fetch pool's threads at once.
-        table = pq.ParquetFile(self.path).read_row_group(file_number, columns=["footer"])
-        return pq.read_metadata(pa.BufferReader(table.column("footer")[0].as_buffer()))
 
     def intersecting(self, south: float, north: float, longitudes: Iterable[tuple[float, float]]) -> np.ndarray:
         """The index rows of the row groups whose bbox statistics meet the box; missing statistics always do."""
@@ -110,34 +104,45 @@ class ReleaseIndex:
             groups.setdefault(file_number, []).append(row_group)
         return groups
 
-    def chunks(self, rows: np.ndarray, columns: Callable[[str], bool]) -> np.ndarray:
-        """The wanted column chunks of the given index rows: one row of (file number, row group, offset, length)
-        each, as an int64 array (arrays, not tuples: a country's read wants some 12,000 of them)."""
-        found = [np.empty((0, 4), dtype=np.int64)]
-        for file_number, row_groups in self.groups(rows).items():
-            # One index row group per release file: only the touched files' chunk lists are decoded.
-            lists = self._stored.read_row_group(file_number, columns=["chunks"]).column("chunks").combine_chunks()
-            starts = lists.offsets.to_numpy()
-            # Every row group of a file lists the same leaves in the same order (_file_rows): the wanted ones are
-            # found once, by their place in the first list.
-            leaves = lists.values.field("column").slice(0, int(starts[1] - starts[0])).to_pylist()
-            wanted = np.flatnonzero([columns(leaf) for leaf in leaves])
-            groups = np.asarray(row_groups, dtype=np.int64)
-            positions = (starts[groups][:, None] + wanted[None, :]).ravel()
-            offsets = lists.values.field("offset").to_numpy()[positions]
-            if (offsets == _NOT_INDEXED).any():
-                raise StaleIndex(f"{self.path} was built for other columns than {[leaves[i] for i in wanted]}")
-            found.append(
-                np.column_stack(
-                    [
-                        np.full(len(positions), file_number, dtype=np.int64),
-                        np.repeat(groups, len(wanted)),
-                        offsets,
-                        lists.values.field("length").to_numpy()[positions],
-                    ]
-                )
+
+def read_chunks(index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]) -> np.ndarray:
+    """The wanted column chunks of the given index rows: one row of (file number, row group, offset, length) each,
+    as an int64 array (arrays, not tuples: a country's read wants some 12,000 of them)."""
+    found = [np.empty((0, 4), dtype=np.int64)]
+    stored = pq.ParquetFile(index.path)
+    for file_number, row_groups in index.groups(rows).items():
+        # One index row group per release file: only the touched files' chunk lists are decoded.
+        lists = stored.read_row_group(file_number, columns=["chunks"]).column("chunks").combine_chunks()
+        starts = lists.offsets.to_numpy()
+        # Every row group of a file lists the same leaves in the same order (_file_rows): the wanted ones are
+        # found once, by their place in the first list.
+        leaves = lists.values.field("column").slice(0, int(starts[1] - starts[0])).to_pylist()
+        wanted = np.flatnonzero([columns(leaf) for leaf in leaves])
+        groups = np.asarray(row_groups, dtype=np.int64)
+        positions = (starts[groups][:, None] + wanted[None, :]).ravel()
+        offsets = lists.values.field("offset").to_numpy()[positions]
+        if (offsets == _NOT_INDEXED).any():
+            raise StaleIndex(f"{index.path} was built for other columns than {[leaves[i] for i in wanted]}")
+        found.append(
+            np.column_stack(
+                [
+                    np.full(len(positions), file_number, dtype=np.int64),
+                    np.repeat(groups, len(wanted)),
+                    offsets,
+                    lists.values.field("length").to_numpy()[positions],
+                ]
             )
-        return np.concatenate(found)
+        )
+    return np.concatenate(found)
+
+
+def read_footers(index: ReleaseIndex, file_numbers: Iterable[int]) -> dict[int, pa.Buffer]:
+    """The stored footers of the release's given files (by number, files sorted by path), as pyarrow reads them."""
+    stored = pq.ParquetFile(index.path)
+    return {
+        number: stored.read_row_group(number, columns=["footer"]).column("footer")[0].as_buffer()
+        for number in file_numbers
+    }
 
 
 def index_folder(configured: str | Path | None, environ: Mapping[str, str]) -> Path:
@@ -265,7 +270,7 @@ async def _footer(source: Objects, path: str) -> tuple[bytes, int, str]:
 
 def _file_rows(path: str, footer: bytes, size: int, version: str, columns: Callable[[str], bool]) -> pa.Table:
     """One release file's index rows, read from its footer: every leaf listed, the wanted ones with their ranges."""
-    metadata = pq.read_metadata(pa.BufferReader(footer))
+    metadata = parse_footer(footer)
     leaves = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
     bbox_columns = [leaves.index(f"bbox.{name}") if f"bbox.{name}" in leaves else None for name in _BBOX_FIELDS]
     wanted = [i for i, leaf in enumerate(leaves) if columns(leaf)]

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# Latency, not bandwidth, bounds a run over HTTP: enough requests in flight at once (each on a connection of its
-# own) that a block's requests go out in a round or two. S3 serves thousands of GETs a second per prefix.
-FETCH_WORKERS = 128
+from nakodo_dagster.overture.fetch import FETCH_WORKERS
+
 # Reading a hole between two needed ranges costs bytes; a request costs a round trip beyond one per connection, and
 # CPU on both ends however many connections there are (0.4 ms of the reader's on the bench): holes are read through,
 # smallest first, until they would add this share. Overture's needed columns sit between unneeded ones (geometry,

@@ -2,8 +2,9 @@
 
 With a release index (``overture.index``, built on a release's first read and reused by every run and
 process, in the folder ``index_dir`` names), only the row groups meeting the box and only the columns the
-query uses are fetched, by concurrent range requests (``overture.fetch``, as ``overture.ranges`` plans them), and
-the same query runs over them in memory as they land.
+query uses are fetched: ``plan_read`` works out which byte ranges of which files (``overture.ranges`` coalesces
+them), ``overture.fetch`` fetches them by concurrent range requests and decodes them, and the same query runs over
+them in memory as they land.
 Without one (``index_dir=None``), DuckDB reads the release's files itself, footers and all.
 
 What a run keeps:
@@ -34,20 +35,22 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.duck import connect, is_s3
 from nakodo_dagster.overture.faults import ReleaseChanged, classify, read_with_retries
-from nakodo_dagster.overture.fetch import FetchStats, StaleIndex, landing_row_groups
-from nakodo_dagster.overture.index import ReleaseIndex, build_index, index_path, load_index
+from nakodo_dagster.overture.fetch import FetchStats, FileRead, ReadPlan, StaleIndex, landing_row_groups
+from nakodo_dagster.overture.index import ReleaseIndex, build_index, index_path, load_index, read_chunks, read_footers
+from nakodo_dagster.overture.ranges import carried_row_groups, plan_requests
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
 from nakodo_dagster.placement import CELL_DEGREES, ImportRun, parse_area_key
 
@@ -216,9 +219,23 @@ def _query_landing(run: ImportRun, root: str, index: ReleaseIndex, release: str)
     """The run's query over the query's columns of the row groups that meet its box, run as they land."""
     west, south, east, north = run.bbox
     rows = index.intersecting(south, north, longitude_ranges(west, east))
-    with landing_row_groups(root, index, rows, query_column) as landing:
+    with landing_row_groups(root, plan_read(index, rows, query_column)) as landing:
         table, schema = query_tables(run, release, iter(landing))
     return table, schema, landing.stats
+
+
+def plan_read(index: ReleaseIndex, rows: np.ndarray, columns: Callable[[str], bool]) -> ReadPlan:
+    """What fetching the ``columns`` of the given index rows' row groups takes: the chunks' byte ranges coalesced
+    into requests (``ranges``), the row groups each request carries, and the files' paths, versions and footers.
+    StaleIndex if the index was built for other columns."""
+    chunks = read_chunks(index, rows, columns)
+    requests = plan_requests(chunks)
+    row_groups, first_met, past_met = carried_row_groups(requests, chunks)
+    # No row group meets the box: file 0 still gives the columns' types, for an empty table.
+    numbers = sorted(set(row_groups[:, 0].tolist())) or [0]
+    footers = read_footers(index, numbers)
+    files = {n: FileRead(index.files[n], index.sizes[n], index.versions[n], footers[n]) for n in numbers}
+    return ReadPlan(files, requests, row_groups, first_met, past_met, columns)
 
 
 def query_tables(run: ImportRun, release: str, tables: Iterator[pa.Table]) -> tuple[pa.Table, str]:

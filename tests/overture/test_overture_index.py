@@ -23,9 +23,17 @@ from nakodo_dagster.overture import index as release_index
 from nakodo_dagster.overture import ranges as release_ranges
 from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed, read_with_retries
 from nakodo_dagster.overture.fetch import StaleIndex, landing_row_groups
-from nakodo_dagster.overture.index import arrow_reads_past_chunks, build_index, index_folder, index_path, load_index
+from nakodo_dagster.overture.index import (
+    arrow_reads_past_chunks,
+    build_index,
+    index_folder,
+    index_path,
+    load_index,
+    read_chunks,
+    read_footers,
+)
 from nakodo_dagster.overture.ranges import HOLE_BUDGET, carried_row_groups, plan_requests
-from nakodo_dagster.overture.reader import longitude_ranges, query_column, read_places
+from nakodo_dagster.overture.reader import longitude_ranges, plan_read, query_column, read_places
 from nakodo_dagster.placement import ImportRun, country_area
 
 SWITZERLAND = ImportRun(
@@ -87,7 +95,7 @@ def test_the_index_on_s3_reads_what_duckdb_reads_with_only_range_requests(s3_roo
     index = load_index(index_path(s3_root, release, tmp_path))
     west, south, east, north = run.bbox
     rows = index.intersecting(south, north, longitude_ranges(west, east))
-    chunks = index.chunks(rows, query_column)
+    chunks = read_chunks(index, rows, query_column)
     assert again.stats.requests == len(plan_requests(chunks))
     needed = sum(length for *_, length in chunks)
     assert needed <= again.stats.bytes_read <= (1 + HOLE_BUDGET) * needed
@@ -141,7 +149,7 @@ def test_the_index_holds_what_the_footers_say(sample_root, tmp_path, monkeypatch
     assert len(index.row_groups) == len(rows) == sum(pq.read_metadata(f).num_row_groups for f in files)
     for number, path in enumerate(files):
         metadata = pq.read_metadata(path)
-        assert index.footer(number).equals(metadata)
+        assert release_fetch.parse_footer(read_footers(index, [number])[number]).equals(metadata)
         assert index.sizes[number] == path.stat().st_size
         mine = [row for row in rows if row["file"] == str(path)]
         for group_number, row in enumerate(mine):
@@ -169,14 +177,14 @@ def test_an_index_holds_the_ranges_of_the_columns_it_was_built_for_and_a_read_wa
     for row in pq.read_table(index.path, columns=["chunks"]).column("chunks").to_pylist():
         assert [c["offset"] >= 0 for c in row] == [bbox_only(c["column"]) for c in row]
     every_row_group = np.arange(len(index.row_groups))
-    assert len(index.chunks(every_row_group, bbox_only)) == 4 * len(every_row_group)
+    assert len(read_chunks(index, every_row_group, bbox_only)) == 4 * len(every_row_group)
     with pytest.raises(StaleIndex, match="built for other columns"):
-        index.chunks(every_row_group, query_column)
+        read_chunks(index, every_row_group, query_column)
     run = RUNS["country"]
     read = read_places(run, str(sample_root), CURRENT, index_dir=tmp_path)
     assert read.table.equals(read_places(run, str(sample_root), CURRENT, index_dir=None).table)
     rebuilt = load_index(index.path)
-    assert len(rebuilt.chunks(every_row_group, query_column)) > len(every_row_group)
+    assert len(read_chunks(rebuilt, every_row_group, query_column)) > len(every_row_group)
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -217,13 +225,13 @@ def test_pruning_selects_exactly_the_row_groups_whose_statistics_meet_the_box(sa
 def test_row_groups_land_whole_and_leaving_early_stops_the_fetch(sample_root, tmp_path):
     index, _ = build_index(sample_root, CURRENT, tmp_path)
     every_row_group = np.arange(len(index.row_groups))
-    with landing_row_groups(str(sample_root), index, every_row_group, query_column) as landing:
+    with landing_row_groups(str(sample_root), plan_read(index, every_row_group, query_column)) as landing:
         landed = list(landing)
     assert sum(table.num_rows for table in landed) == sum(
         pq.ParquetFile(p).metadata.num_rows for p in _files(sample_root, CURRENT)
     )
 
-    with landing_row_groups(str(sample_root), index, every_row_group, query_column) as landing:
+    with landing_row_groups(str(sample_root), plan_read(index, every_row_group, query_column)) as landing:
         first = next(iter(landing))
     assert first.num_rows > 0
     assert not [thread for thread in threading.enumerate() if thread.name == "row-group-fetch"]
