@@ -55,7 +55,7 @@ def execute_import(
         read = overture.read(to_read, release)
         written = store.write_import(to_read, release, read.table, stamp=stamp, gate=gate, accept=accept)
     seconds = time.perf_counter() - started
-    reports = pair_reports(to_read, read.table) if to_read is not None and read is not None else []
+    reports = pair_reports(to_read, read.table) if read is not None else []
     reports += [PairReport(area, category, rows, 0) for (area, category), rows in carried.rows.items()]
     return ImportOutcome(
         run,

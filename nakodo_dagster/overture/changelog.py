@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nakodo_dagster.overture.duck import connect, is_s3
-from nakodo_dagster.overture.reader import longitude_ranges
+from nakodo_dagster.overture.reader import box_predicate
 from nakodo_dagster.overture.releases import check_release_name, glob_files
 from nakodo_dagster.placement import ImportRun, cell_containing
 
@@ -42,11 +42,6 @@ class RunChanges:
     """Per cell of the run, the ids of the places removed."""
     bytes_read: int
 
-    @property
-    def untouched(self) -> bool:
-        """Nothing added, changed or removed in any of the run's cells."""
-        return not any(self.moved.values()) and not any(self.removed.values())
-
 
 def read_run_changes(run: ImportRun, changelog_root: str, release: str, base: str) -> RunChanges | None:
     """The changes in the run's cells that the changelog of ``release`` lists since ``base`` (the release listed
@@ -56,12 +51,7 @@ def read_run_changes(run: ImportRun, changelog_root: str, release: str, base: st
         return None
     if not is_s3(changelog_root) and not Path(changelog_root).is_dir():
         return None
-    west, south, east, north = run.bbox
-    ranges = longitude_ranges(west, east)
-    longitude = " OR ".join(f"(bbox.xmax >= $west{i} AND bbox.xmin <= $east{i})" for i in range(len(ranges)))
-    parameters: dict[str, object] = {"south": south, "north": north}
-    for i, (low, high) in enumerate(ranges):
-        parameters |= {f"west{i}": low, f"east{i}": high}
+    meets_box, parameters = box_predicate(run.bbox)
     with connect(changelog_root) as connection:
         listed = glob_files(connection, f"{changelog_root}/{check_release_name(release)}/{CHANGELOG_FILES}")
         if not listed:
@@ -75,7 +65,7 @@ def read_run_changes(run: ImportRun, changelog_root: str, release: str, base: st
             f"""
             SELECT change_type, id, (bbox.ymin + bbox.ymax) / 2 AS lat, (bbox.xmin + bbox.xmax) / 2 AS lng
             FROM read_parquet($files, hive_partitioning = true)
-            WHERE bbox.ymax >= $south AND bbox.ymin <= $north AND ({longitude})
+            WHERE {meets_box}
             """,
             parameters | {"files": files},
         ).fetchall()

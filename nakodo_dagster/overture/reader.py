@@ -297,25 +297,15 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
     """The run's SQL over ``source`` and its parameters; its shape depends only on the schema and the kind of run."""
     has_basic_category = "basic_category" in columns
     has_status = "operating_status" in columns
-    west, south, east, north = run.bbox
-    ranges = longitude_ranges(west, east)
     pair_order = {pair: number for number, pair in enumerate(sorted(run.pairs))}
-    parameters: dict[str, object] = {
-        "south": south,
-        "north": north,
+    meets_box, parameters = box_predicate(run.bbox)
+    parameters |= {
         "min_confidence": MIN_CONFIDENCE,
         "pair_areas": [area for area, _ in run.pairs],
         "pair_categories": [category for _, category in run.pairs],
         "pair_orders": [pair_order[pair] for pair in run.pairs],
     }
-    for i, (low, high) in enumerate(ranges):
-        parameters |= {f"west{i}": low, f"east{i}": high}
-    longitude = " OR ".join(f"(bbox.xmax >= $west{i} AND bbox.xmin <= $east{i})" for i in range(len(ranges)))
-    predicates = [
-        "bbox.ymax >= $south AND bbox.ymin <= $north",
-        f"({longitude})",
-        "confidence >= $min_confidence",
-    ]
+    predicates = [meets_box, "confidence >= $min_confidence"]
     if has_status:
         predicates.append("operating_status IS DISTINCT FROM 'permanently_closed'")
     if run.country_code:
@@ -386,6 +376,18 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
         JOIN pairs AS p ON {same_area} AND ({match})
     """
     return sql, parameters
+
+
+def box_predicate(bbox: tuple[float, float, float, float]) -> tuple[str, dict[str, object]]:
+    """SQL that a row's ``bbox`` meets the box (west, south, east, north), and its parameters: one longitude range,
+    or two across the antimeridian."""
+    west, south, east, north = bbox
+    ranges = longitude_ranges(west, east)
+    parameters: dict[str, object] = {"south": south, "north": north}
+    for i, (low, high) in enumerate(ranges):
+        parameters |= {f"west{i}": low, f"east{i}": high}
+    longitude = " OR ".join(f"(bbox.xmax >= $west{i} AND bbox.xmin <= $east{i})" for i in range(len(ranges)))
+    return f"bbox.ymax >= $south AND bbox.ymin <= $north AND ({longitude})", parameters
 
 
 def longitude_ranges(west: float, east: float) -> list[tuple[float, float]]:
