@@ -23,10 +23,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from multiprocessing.context import ForkServerContext
-from typing import Any, Self
+from typing import IO, Any, Self
 
 import dagster as dg
 from dagster._core.events import JobFailureData
+from dagster._core.execution import compute_logs
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
 from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
@@ -68,9 +69,49 @@ def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
     os.environ.clear()
     os.environ.update(environment)
     logging.setLoggerClass(_TerminalLogger)
+    compute_logs.tail_to_stream = _copy_to_stream
     run = deserialize_value(arguments, ExecuteRunArgs)
     with _event_log_held_open(run.instance_ref, run.run_id):
         execute_run_command.main(args=[arguments], standalone_mode=False)
+
+
+@contextlib.contextmanager
+def _copy_to_stream(path: str, stream: IO[str]) -> Iterator[tuple[None, None]]:
+    """What a step prints, copied from the file Dagster captures it in to the terminal the worker was started with,
+    up to the file's last byte when the step ends.
+
+    Dagster copies it with a `tail -F` subprocess that it stops as soon as the step ends, whether or not tail has
+    read the last lines yet: on a loaded machine a failed step's STEP_FAILURE line and traceback never reached the
+    terminal. A thread of the worker reads to the end before it stops, and spares each step two subprocesses per
+    stream (tail and its orphan watcher).
+    """
+    try:
+        terminal = os.fdopen(os.dup(stream.fileno()), "wb")
+    except (AttributeError, OSError, ValueError):
+        yield (None, None)
+        return
+    step_ended = threading.Event()
+
+    def copy() -> None:
+        with terminal, open(path, "rb") as captured:
+            while True:
+                # Read once more after the step ended: everything it printed is in the file by then.
+                ended = step_ended.is_set()
+                if chunk := captured.read(1 << 16):
+                    terminal.write(chunk)
+                    terminal.flush()
+                elif ended:
+                    return
+                else:
+                    step_ended.wait(0.05)
+
+    copier = threading.Thread(target=copy, name=f"copy {os.path.basename(path)}", daemon=True)
+    copier.start()
+    try:
+        yield (None, None)
+    finally:
+        step_ended.set()
+        copier.join(timeout=30)
 
 
 class _TerminalLogger(logging.Logger):
