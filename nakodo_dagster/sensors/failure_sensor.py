@@ -19,6 +19,7 @@ from dagster._core.events import AssetMaterializationPlannedData, JobFailureData
 # Dagster's own decision whether a failed run is run again (run_retries in dagster.yaml), the one its retry daemon
 # acts on: a run whose worker, pod or daemon died is, a run whose step failed is not.
 from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
+from dagster._utils.error import SerializableErrorInfo
 
 from nakodo_dagster import tags
 from nakodo_dagster.errors import InvalidInput
@@ -34,6 +35,15 @@ from nakodo_dagster.store import Store
 _QUALIFIED_NAME = re.compile(r"^[\w.]+: ")
 # The exception's words kept in a failure's one line: enough to tell what broke, short enough to stay one line.
 CAUSE_CHARACTERS = 160
+# Dagster's own storage out of reach (its PostgreSQL restarted or failed over for longer than the storage's own
+# retries), as an exception's message starts: the machinery's fault, not the import's.
+_STORAGE_OUTAGES = (
+    "dagster_postgres.utils.DagsterPostgresException:",
+    "psycopg2.OperationalError:",
+    "psycopg2.InterfaceError:",
+    "sqlalchemy.exc.OperationalError:",
+    "sqlalchemy.exc.InterfaceError:",
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,24 @@ def _some_of(done: int, held: int, what: str, others: str) -> str:
     return f"{done} of its {held} pairs {'was' if done == 1 else 'were'} {what}; {rest_words} {others}."
 
 
+def lost_dagster_storage(event: dg.DagsterEvent) -> bool:
+    """Whether a run failed because its worker lost Dagster's own storage, in a step or outside any: an import it
+    never got to try. A step that fails so fails the run for good (Dagster runs a run whose step failed again no
+    more), so without this its pairs would wait 7 days for a restart of Dagster's PostgreSQL."""
+    data = event.event_specific_data
+    if not isinstance(data, JobFailureData):
+        return False
+    step_failure = data.first_step_failure_event
+    errors = [data.error, step_failure.step_failure_data.error if step_failure is not None else None]
+    while errors:
+        error = errors.pop()
+        if isinstance(error, SerializableErrorInfo):
+            if (error.message or "").startswith(_STORAGE_OUTAGES):
+                return True
+            errors += [error.cause, error.context]
+    return False
+
+
 def run_failure_reason(context: dg.RunFailureSensorContext) -> str:
     """Why a run failed, in one line, for the pairs it held: ``run_failure_headline`` after the run's id."""
     return f"import run {context.dagster_run.run_id} failed: {run_failure_headline(context.failure_event)}"
@@ -158,7 +186,15 @@ def import_failure_sensor(context: dg.RunFailureSensorContext, store: StoreResou
         )
         context.log.info(f"Run {run.run_id} failed and Dagster runs it again: {held}.")
         return
-    if marks is not None:
+    if marks is not None and lost_dagster_storage(context.failure_event):
+        taken = store.store.take_back(marks.pairs, marks.stamp)
+        context.log.info(
+            f"Run {run.run_id} failed: it lost Dagster's storage, not the import's fault; "
+            + _some_of(
+                taken, len(marks.pairs), "taken back, to be asked for at the next tick", "loaded or marked since"
+            )
+        )
+    elif marks is not None:
         marked = store.store.mark_failed(marks.pairs, marks.stamp, now, run_failure_reason(context))
         context.log.info(
             f"Run {run.run_id} failed: "

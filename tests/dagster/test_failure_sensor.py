@@ -21,7 +21,7 @@ import dagster as dg
 import duckdb
 import pytest
 import yaml
-from dagster._core.events import JobFailureData, RunFailureReason
+from dagster._core.events import JobFailureData, RunFailureReason, StepFailureData
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
@@ -128,17 +128,13 @@ def test_a_killed_import_run_stops_the_wait(instance, resources):
 
 
 def test_a_run_that_failed_outside_its_steps_says_on_what(instance, resources):
-    # A run worker that lost Dagster's storage (its PostgreSQL stopped past the storage's own retries) fails the run
-    # with Dagster's "An exception was thrown during execution." and no more, unless the exception is named.
+    # A run worker that failed outside any step (its disk full) fails the run with Dagster's "An exception was
+    # thrown during execution." and no more, unless the exception is named.
     store = resources["store"].store
     store.add_campaign("Leeds", LEEDS)
     request = _request(instance, resources)
     run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
-    error = SerializableErrorInfo(
-        "dagster_postgres.utils.DagsterPostgresException: too many retries for DB connection\n",
-        [],
-        "DagsterPostgresException",
-    )
+    error = SerializableErrorInfo("OSError: [Errno 28] No space left on device\n", [], "OSError")
 
     _fail_as_run_monitoring_does(
         instance, resources, run, JobFailureData(error=error, failure_reason=RunFailureReason.RUN_EXCEPTION)
@@ -147,8 +143,79 @@ def test_a_run_that_failed_outside_its_steps_says_on_what(instance, resources):
     rows = store.import_rows({a for a, _ in _pairs(request)}, {c for _, c in _pairs(request)})
     assert {row.failure for row in rows} == {
         f"import run {run.run_id} failed: This run has been marked as failed from outside the execution context: "
-        "DagsterPostgresException: too many retries for DB connection"
+        "OSError: [Errno 28] No space left on device"
     }
+
+
+_POSTGRES_GONE = SerializableErrorInfo(
+    'psycopg2.OperationalError: connection to server at "127.0.0.1", port 5432 failed: Connection refused\n',
+    [],
+    "OperationalError",
+)
+
+
+def _step_failed(run: dg.DagsterRun, error: SerializableErrorInfo) -> JobFailureData:
+    """A run's failure whose step failed with ``error``, as the worker reports it."""
+    step_failure = dg.DagsterEvent(
+        event_type_value=dg.DagsterEventType.STEP_FAILURE.value,
+        job_name=run.job_name,
+        step_key="import_block",
+        event_specific_data=StepFailureData(error=error, user_failure_data=None),
+    )
+    return JobFailureData(
+        error=None, failure_reason=RunFailureReason.STEP_FAILURE, first_step_failure_event=step_failure
+    )
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        # Outside any step, its retries spent.
+        lambda run: JobFailureData(
+            error=SerializableErrorInfo(
+                "dagster_postgres.utils.DagsterPostgresException: too many retries for DB connection\n",
+                [],
+                "DagsterPostgresException",
+                cause=_POSTGRES_GONE,
+            ),
+            failure_reason=RunFailureReason.RUN_EXCEPTION,
+        ),
+        # In its step, writing an event: Dagster runs a run whose step failed again no more.
+        lambda run: _step_failed(
+            run,
+            SerializableErrorInfo(
+                "sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) server closed the connection\n",
+                [],
+                "OperationalError",
+                context=_POSTGRES_GONE,
+            ),
+        ),
+    ],
+    ids=["outside-its-step", "in-its-step"],
+)
+def test_a_run_that_lost_dagsters_storage_leaves_its_pairs_to_be_asked_for_again(instance, resources, failure):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+
+    _fail_as_run_monitoring_does(instance, resources, run, failure(run))
+
+    assert set(_states(store, _pairs(request)).values()) == {"missing"}, "not failed for 7 days"
+    again = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert sorted(p for r in again.run_requests for p in _pairs(r)) == sorted(_pairs(request))
+
+
+def test_a_step_that_failed_on_the_data_marks_its_pairs_failed(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    request = _request(instance, resources)
+    run = instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    unreadable = SerializableErrorInfo("duckdb.InvalidInputException: No magic bytes found at end of file\n", [], "x")
+
+    _fail_as_run_monitoring_does(instance, resources, run, _step_failed(run, unreadable))
+
+    assert set(_states(store, _pairs(request)).values()) == {"failed"}
 
 
 def test_an_older_run_failing_leaves_a_newer_mark_on_its_pair_alone(instance, resources):
