@@ -30,6 +30,8 @@ STATE_COLOURS = {"loaded": "#2e9e4f", "coming": "#f0a830", "failed": "#d64545", 
 SEA_COLOUR = "#dbe9f4"
 LAND_COLOUR = "#f3f0e8"
 BORDER_COLOUR = "#8c8c8c"
+# A business gone from Overture's newest release: a cross, apart from the failed cells' red.
+REMOVED_COLOUR = "#7b1fa2"
 LABEL_COLOUR = "#555555"
 # A 480 x 480 PNG: big enough to read in the UI's metadata panel, small enough to keep in every map's event.
 FIGURE_INCHES, FIGURE_DPI = 6, 80
@@ -185,9 +187,11 @@ def campaign_map(
     areas: Mapping[str, Area],
     area_states: Mapping[str, str],
     businesses: Iterable[tuple[float, float]],
+    removed: Iterable[tuple[float, float]] = (),
 ) -> Figure:
     """The map as a matplotlib figure: circles or country areas, cells coloured by import state, businesses as
-    dots, on the land and sea of the countries in view, each country named where its name fits."""
+    dots (those ``removed`` from Overture's newest release as purple crosses), on the land and sea of the countries
+    in view, each country named where its name fits."""
     # Imported here, not at the top: every run loads the code location, and matplotlib alone costs about half
     # a second that only a search's map needs.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -222,10 +226,13 @@ def campaign_map(
                 for bearing in range(0, 361, 5)
             ]
             axes.plot([_unwrap(p["lon2"], centre) for p in ring], [p["lat2"] for p in ring], color="#1f4e8c")
-    points = list(businesses)
+    points, gone = list(businesses), list(removed)
     shown = [(_unwrap(lng, centre), lat) for lat, lng in points]
+    shown_gone = [(_unwrap(lng, centre), lat) for lat, lng in gone]
     if points:
         axes.scatter([x for x, _ in shown], [y for _, y in shown], s=4, color="#111111")
+    if gone:
+        axes.scatter([x for x, _ in shown_gone], [y for _, y in shown_gone], s=14, marker="x", color=REMOVED_COLOUR)
     axes.autoscale_view()
     # Degrees of longitude shrink towards the poles: at the view's middle latitude a kilometre is as long east
     # as north.
@@ -233,13 +240,15 @@ def campaign_map(
     middle = min(abs(south + north) / 2, 80.0)
     axes.set_aspect(1 / math.cos(math.radians(middle)), adjustable="datalim")
     drawn = _draw_countries(axes)
-    axes.set_title(f"{title}: {plural(len(points), 'business', 'businesses')}")
+    counted = plural(len(points) + len(gone), "business", "businesses")
+    axes.set_title(f"{title}: {counted}" + (f", {len(gone):,} removed" if gone else ""))
     axes.set_xlabel("longitude")
     axes.set_ylabel("latitude")
     border = Line2D([], [], color=BORDER_COLOUR, linewidth=0.6, label="border or coast")
     states = [Patch(color=c, alpha=0.5, label=s) for s, c in STATE_COLOURS.items()]
-    legend = axes.legend(handles=[*states, border], loc="lower right", fontsize=8)
-    _label_countries(axes, drawn, [legend.get_window_extent(figure.canvas.get_renderer())], shown)
+    gone_mark = Line2D([], [], marker="x", linestyle="", color=REMOVED_COLOUR, label="removed from Overture")
+    legend = axes.legend(handles=[*states, border, *([gone_mark] if gone else [])], loc="lower right", fontsize=8)
+    _label_countries(axes, drawn, [legend.get_window_extent(figure.canvas.get_renderer())], shown + shown_gone)
     return figure
 
 

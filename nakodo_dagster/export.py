@@ -21,7 +21,13 @@ BINARY_FORMATS = ("geoparquet",)
 LIST_SEPARATOR = "; "
 _LIST_COLUMNS = ("websites", "phones")
 # What fits a terminal: the rest is in the other formats.
-_TABLE_COLUMNS = (("distance_km", "km"), ("name", "name"), ("category", "category"), ("address", "address"))
+_TABLE_COLUMNS = (
+    ("distance_km", "km"),
+    ("name", "name"),
+    ("category", "category"),
+    ("address", "address"),
+    ("removed_in", "removed in"),
+)
 _TABLE_WIDTH = 48
 
 Result = dict[str, Any]

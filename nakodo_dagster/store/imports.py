@@ -12,7 +12,7 @@ import pyarrow as pa
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun, PlaceImport
-from nakodo_dagster.store import drift_gate
+from nakodo_dagster.store import changes, drift_gate
 from nakodo_dagster.store.models import ImportStatus, ReleasePairs, WrittenImport
 from nakodo_dagster.store.shared import (
     IMPORT_COLUMNS,
@@ -168,6 +168,7 @@ def write(
     landing = pair_params(pair for pair in run.pairs if pair not in holding) if holding else params
     if landing["areas"]:
         drift_gate.forget(tx, landing)
+        changes.record(tx, landing, release, written_at)
         tx.run(DELETE_PLACES, **landing)
         tx.run(INSERT_PLACES, **landing, release=release)
     if now is None:

@@ -470,6 +470,27 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             """,
         ),
     ),
+    (
+        18,
+        (
+            # What each import changed about its pairs' place ids, for the campaigns' next searches (store/changes.py):
+            # a place kept under a new id (old_id and new_id), removed (old_id alone) or back (new_id alone).
+            """
+            CREATE TABLE place_changes (
+                area TEXT NOT NULL,
+                category TEXT NOT NULL,
+                release TEXT NOT NULL,
+                changed_at TIMESTAMPTZ NOT NULL,
+                old_id TEXT,
+                new_id TEXT
+            )
+            """,
+            "CREATE INDEX place_changes_by_pair ON place_changes (area, category, changed_at)",
+            # The release a business was removed from Overture in; NULL while it is in the newest release its pairs
+            # were read from.
+            "ALTER TABLE campaign_businesses ADD COLUMN removed_in TEXT",
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.
@@ -502,4 +523,11 @@ POSTGRES_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # DuckDB keeps no such index: it updates an indexed column as a delete and an insert, which a foreign key to
     # campaigns refuses, and it joins the restated pairs with campaigns by hash.
     16: ("CREATE INDEX campaigns_by_first_area ON campaigns (first_area)",),
+    # An import's changes look places and earlier changes up by id: a gone place still in another pair is not
+    # removed, an arrival once removed is back, a chain of reissues leads on. DuckDB joins by hash.
+    18: (
+        "CREATE INDEX places_by_id ON places (id)",
+        "CREATE INDEX place_changes_by_old_id ON place_changes (old_id)",
+        "CREATE INDEX place_changes_by_new_id ON place_changes (new_id)",
+    ),
 }

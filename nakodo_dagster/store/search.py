@@ -21,7 +21,7 @@ from nakodo_dagster.placement import (
     PointLocation,
     Targeting,
 )
-from nakodo_dagster.store import coverage, progress, shared
+from nakodo_dagster.store import changes, coverage, progress, shared
 from nakodo_dagster.store.models import ProgressCount, SearchProgress, not_found, targeting_from_json
 from nakodo_dagster.store.needs import ranked_categories
 from nakodo_dagster.store.shared import EVER
@@ -36,7 +36,20 @@ RADIANS_PER_DEGREE = math.pi / 180
 
 HALF_RADIANS_PER_DEGREE = math.pi / 360
 
-RESULT_COLUMNS = ("id", "name", "category", "lat", "lng", "distance_km", "address", "websites", "phones", "country")
+# removed_in: the Overture release the business was removed in (closed, merged), or None while it is listed.
+RESULT_COLUMNS = (
+    "id",
+    "name",
+    "category",
+    "lat",
+    "lng",
+    "distance_km",
+    "address",
+    "websites",
+    "phones",
+    "country",
+    "removed_in",
+)
 
 SEARCH_STATE = """
 SELECT c.targeting, s.searched_targeting, s.searched_through, s.businesses
@@ -180,7 +193,7 @@ SET requested_at = excluded.requested_at,
 """
 
 CAMPAIGN_POINTS = """
-SELECT lat, lng FROM campaign_businesses WHERE campaign_id = $campaign_id
+SELECT lat, lng, removed_in IS NOT NULL FROM campaign_businesses WHERE campaign_id = $campaign_id
 ORDER BY distance_km NULLS LAST, place_id LIMIT $limit
 """
 
@@ -216,6 +229,9 @@ def add_businesses(
     # is its total.
     held = tx.rows(COUNT_BUSINESSES, campaign_id=campaign_id)[0][0] if everything else businesses
     targeting = targeting_from_json(targeting_text)
+    if landed and held:
+        # Before what is new is added: a business whose id changed is held under its new id, and not added again.
+        held -= changes.apply(tx, campaign_id, landed, since)
     # A search that reads everything into a campaign holding nothing is its first: the big copy.
     fills = everything and not held
     if landed:

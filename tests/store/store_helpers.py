@@ -12,8 +12,9 @@ import pytest
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, Needs, import_runs
-from nakodo_dagster.store import Store, drift_gate, marks, migrate, needs, open_store, progress
+from nakodo_dagster.store import Store, changes, drift_gate, marks, migrate, needs, open_store, progress
 from nakodo_dagster.store import imports as store_imports
+from nakodo_dagster.store import search as store_search
 from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.store.schema import MIGRATIONS
 from nakodo_dagster.store.shared import PAIRS, campaign_filter
@@ -80,10 +81,24 @@ RETURNING area, category, rows
 @contextmanager
 def writing_before_version_15() -> Iterator[None]:
     """Imports written as a release before version 15 wrote them: without clearing what the drift gate held, whose
-    tables came with that version, nor the release their places came from (version 17)."""
+    tables came with that version, nor the release their places came from (version 17), nor what changed about
+    their ids (version 18)."""
     with pytest.MonkeyPatch.context() as before:
         before.setattr(drift_gate, "forget", lambda tx, pairs: None)
         before.setattr(store_imports, "RECORD_IMPORTS", _RECORD_IMPORTS_BEFORE_VERSION_17)
+        before.setattr(changes, "record", lambda tx, pairs, release, now: None)
+        yield
+
+
+@contextmanager
+def reading_before_version_18() -> Iterator[None]:
+    """A campaign's results read as a release before version 18 read them: without removed_in (None here)."""
+    with pytest.MonkeyPatch.context() as before:
+        before.setattr(
+            store_search,
+            "CAMPAIGN_RESULTS",
+            store_search.CAMPAIGN_RESULTS.replace(", removed_in FROM", ", CAST(NULL AS TEXT) AS removed_in FROM"),
+        )
         yield
 
 
