@@ -77,6 +77,32 @@ def test_a_reissued_place_is_removed_and_added_at_the_same_spot_with_the_same_na
     assert 0.01 < len(reissued) / kept < 0.03
 
 
+def test_a_sequence_of_drifts_writes_month_after_month_each_changelog_against_the_month_before(tmp_path):
+    root, changelog_root = tmp_path / "release", tmp_path / "changelog"
+    month = ReleaseDrift(edited=0.02, reissued=0.05)
+    names = ("2026-09-17.0", PREVIOUS, CURRENT)
+    write_sample_release(root, release=names[0], **SAMPLE)
+    write_sample_release(root, release=names[1], drift=[month], changelog_root=changelog_root, **SAMPLE)
+    write_sample_release(root, release=names[2], drift=[month, DRIFT], changelog_root=changelog_root, **SAMPLE)
+    # One drift in a sequence writes what it writes alone.
+    write_sample_release(tmp_path / "alone", release=names[1], drift=month, **SAMPLE)
+    assert _release(tmp_path / "alone", names[1]) == _release(root, names[1])
+    first, second, third = (_release(root, name) for name in names)
+    for before, after, name in ((first, second, names[1]), (second, third, names[2])):
+        kept = after.keys() & before.keys()
+        changed = {id_ for id_ in kept if after[id_] != before[id_]}
+        assert {kind: set(ids) for kind, ids in _changelog(changelog_root, name).items()} == {
+            "added": after.keys() - before.keys(),
+            "removed": before.keys() - after.keys(),
+            "data_changed": changed,
+            "unchanged": kept - changed,
+        }
+    # The third month is a month of its own: places the second kept are edited, reissued and dropped again.
+    assert len(third.keys() & first.keys()) < len(third.keys() & second.keys()) < len(second)
+    bakeries = [row for row in third.values() if row["taxonomy"]["primary"] == "bakery"]
+    assert 0 < len(bakeries) < 0.2 * sum(row["taxonomy"]["primary"] == "bakery" for row in second.values())
+
+
 def test_a_box_query_on_the_changelog_finds_the_changes_inside_the_box(tmp_path):
     """Overture's docs query the changelog by box and change type: the sample answers as the releases' diff does."""
     changelog_root = tmp_path / "changelog"

@@ -7,7 +7,7 @@ import json
 import math
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def write_sample_release(
     schema: str = "current",
     seed: int = 0,
     progress: bool = True,
-    drift: ReleaseDrift | None = None,
+    drift: ReleaseDrift | Sequence[ReleaseDrift] | None = None,
     changelog_root: str | Path | None = None,
 ) -> Path:
     """Write a sample places release under ``root`` in Overture's layout and return the release's folder.
@@ -51,6 +51,10 @@ def write_sample_release(
     The same arguments always write the same rows. With ``drift``, the release is the next one after what the
     same arguments write without it: the same places by id, changed as ``drift`` says (the fixed places stay);
     with ``changelog_root`` as well, its changelog against that release is written there, in Overture's layout.
+    A sequence of drifts writes the release as many months on, each month drifted from the one before as its drift
+    says: the release before it is what the same arguments write with all but the last drift, and the changelog is
+    against that one. So ``[a]``, ``[a, b]``, ``[a, b, c]`` write three releases one after the other, month by month
+    (``[a]`` writes what ``a`` alone does).
     """
     check_release_name(release)
     check_schema(schema)
@@ -63,7 +67,8 @@ def write_sample_release(
         row_group_rows = max(1, math.ceil(rows / files / ROW_GROUPS_PER_FILE))
     if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
         raise InvalidInput(f"row_group_rows {row_group_rows!r} is not allowed: use a whole number of at least 1")
-    if changelog_root is not None and drift is None:
+    months = _months(drift)
+    if changelog_root is not None and not months:
         raise InvalidInput(
             "a changelog says what changed since the release before: write it with a next release's drift"
         )
@@ -75,13 +80,16 @@ def write_sample_release(
 
     places = Places.generate(rows, np.random.default_rng(seed))
     file_ids = random_uuid_words(np.random.default_rng([seed, 1]), files)
-    if drift is not None:
-        before, places = places, places.drifted(drift, np.random.default_rng([seed, 2]))
-        if changelog_root is not None:
-            # Sorted along the same curve as the release's files: a run's box meets few of the changelog's groups.
-            kinds = {kind: _spatially_sorted(rows) for kind, rows in changes(before, places).items()}
-            file_name = f"part-00000-{uuid_of(*file_ids[0])}-c000.zstd.parquet"
-            _write_aside(Path(changelog_root), release, lambda folder: write_changelog(folder, kinds, file_name))
+    before = places
+    for month, month_drift in enumerate(months):
+        # The first month's generator is the one a single drift has always used: its releases stay the same.
+        rng = np.random.default_rng([seed, 2, month] if month else [seed, 2])
+        before, places = places, places.drifted(month_drift, rng)
+    if changelog_root is not None:
+        # Sorted along the same curve as the release's files: a run's box meets few of the changelog's groups.
+        kinds = {kind: _spatially_sorted(rows) for kind, rows in changes(before, places).items()}
+        file_name = f"part-00000-{uuid_of(*file_ids[0])}-c000.zstd.parquet"
+        _write_aside(Path(changelog_root), release, lambda folder: write_changelog(folder, kinds, file_name))
     order = np.argsort(_hilbert(places.lng, places.lat), kind="stable")
     arrow_schema = places_schema(schema)
 
@@ -101,6 +109,16 @@ def write_sample_release(
                 bar.update(len(chunk))
 
     return _write_aside(root, release, write_files)
+
+
+def _months(drift: ReleaseDrift | Sequence[ReleaseDrift] | None) -> tuple[ReleaseDrift, ...]:
+    """``drift`` as the months it drifts, one ``ReleaseDrift`` each (none: the base release)."""
+    if drift is None:
+        return ()
+    months = (drift,) if isinstance(drift, ReleaseDrift) else tuple(drift) if isinstance(drift, Sequence) else (drift,)
+    if not all(isinstance(month, ReleaseDrift) for month in months):
+        raise InvalidInput(f"drift {drift!r} is not allowed: use a ReleaseDrift, or a sequence of them (one a month)")
+    return months
 
 
 def _write_aside(root: Path, release: str, write: Callable[[Path], None]) -> Path:
