@@ -223,6 +223,10 @@ class StatementClock:
         return max(self.seconds.items(), key=lambda item: item[1], default=("", 0.0))
 
 
+IMPORT_WRITE = "import write"
+SEARCH = "search"
+
+
 @dataclass
 class Fleet:
     """The store, the instance and the simulated daemon around them."""
@@ -238,8 +242,10 @@ class Fleet:
     imports: dict[str, int] = field(default_factory=lambda: {"landed": 0, "failed": 0})
     searches: int = 0
     searching: list[tuple[dg.DagsterRun, list[int]]] = field(default_factory=list)
-    statements: StatementClock = field(default_factory=StatementClock)
     """Search runs under way and the campaigns each has still to search."""
+    statements: StatementClock = field(default_factory=StatementClock)
+    work: list[tuple[str, str, float]] = field(default_factory=list)
+    """What the runs did between ticks, each piece timed: (phase, "import write" or "search", seconds)."""
 
     def round(self, phase: str, number: int) -> None:
         """Each sensor once, in the daemon's order, each tick's requests carried out as the daemon would."""
@@ -264,9 +270,9 @@ class Fleet:
                 )
             )
 
-    def serve(self, seconds: float) -> None:
+    def serve(self, seconds: float, phase: str) -> None:
         """What the queue gets through in ``seconds``: import runs at PACE (highest priority, then oldest), and
-        search runs at SEARCHES_PER_ROUND campaigns a round, oldest run first."""
+        search runs at SEARCHES_PER_ROUND campaigns a round, oldest run first; each write and search timed."""
         queued = self.instance.get_runs(
             dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=[dg.DagsterRunStatus.NOT_STARTED])
         )
@@ -288,7 +294,10 @@ class Fleet:
                 _report(self.instance, run, dg.DagsterEventType.RUN_FAILURE, ended)
                 self.imports["failed"] += 1
             else:
-                self.store.write_import(payload, self.release, places_of(payload, self.release), stamp=stamp)
+                places = places_of(payload, self.release)
+                started = time.perf_counter()
+                self.store.write_import(payload, self.release, places, stamp=stamp)
+                self.work.append((phase, IMPORT_WRITE, time.perf_counter() - started))
                 _report(self.instance, run, dg.DagsterEventType.RUN_SUCCESS, ended)
                 self.imports["landed"] += 1
         for run in reversed(
@@ -304,7 +313,9 @@ class Fleet:
             batch = campaigns[:budget]
             del campaigns[:budget]
             for campaign in batch:
+                started = time.perf_counter()
                 self.store.add_campaign_businesses(campaign, datetime.now(UTC))
+                self.work.append((phase, SEARCH, time.perf_counter() - started))
             self.searches += len(batch)
             budget -= len(batch)
             if campaigns:
@@ -345,6 +356,19 @@ def _summary(ticks: list[Tick]) -> dict:
                 "most_recounted": max(recounted) if recounted else None,
                 "slowest_tick_statement": max(mine, key=lambda tick: tick.seconds).slowest_statement,
             }
+    return table
+
+
+def _work_summary(work: list[tuple[str, str, float]]) -> dict:
+    """Per phase and kind of work (an import's write, a campaign's search): how many, median and slowest."""
+    table: dict[str, dict[str, dict]] = {}
+    for phase, kind in dict.fromkeys((phase, kind) for phase, kind, _ in work):
+        seconds = sorted(s for p, k, s in work if (p, k) == (phase, kind))
+        table.setdefault(phase, {})[kind] = {
+            "count": len(seconds),
+            "median_ms": round(statistics.median(seconds) * 1000, 1),
+            "max_ms": round(seconds[-1] * 1000, 1),
+        }
     return table
 
 
@@ -401,6 +425,21 @@ def soak_lines(soaks: list[dict], when: str) -> list[str]:
                     f"{row['median_s']:.2f} | {recounted} |"
                 )
         lines.append("")
+        if soak.get("work"):
+            lines += [
+                "The runs' work between ticks, each piece timed: an import run's write (its pairs' places replaced and "
+                "what changed about their ids recorded) and a campaign's search (its pairs' id changes applied, "
+                "what is new added). In the new release every place comes back under a new id.",
+                "",
+                "| phase | work | count | median ms | max ms |",
+                "|---|---|---:|---:|---:|",
+            ]
+            for phase, kinds in soak["work"].items():
+                for kind, row in kinds.items():
+                    lines.append(
+                        f"| {phase} | {kind} | {row['count']:,} | {row['median_ms']:.1f} | {row['max_ms']:.1f} |"
+                    )
+            lines.append("")
     return lines
 
 
@@ -458,7 +497,7 @@ def measure_soak(
             for number in range(min(phase.rounds, max_rounds or phase.rounds)):
                 soak.round(phase.name, number)
                 traveller.shift(timedelta(seconds=TICK_INTERVAL_S))
-                soak.serve(TICK_INTERVAL_S)
+                soak.serve(TICK_INTERVAL_S, phase.name)
                 progress.update()
     return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -474,6 +513,7 @@ def measure_soak(
         "imports": soak.imports,
         "searches": soak.searches,
         "phases": _summary(soak.ticks),
+        "work": _work_summary(soak.work),
         "ticks": [tick.__dict__ for tick in soak.ticks],
     }
 

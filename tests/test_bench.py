@@ -43,7 +43,11 @@ def test_the_soak_ticks_every_sensor_through_every_phase_and_lands_imports(tmp_p
     assert all(set(sensors) == {"import", "search", "coverage"} for sensors in soak["phases"].values())
     assert soak["imports"]["landed"] > 0 and soak["searches"] > 0
     assert soak["events"]["after a burst of new campaigns"]["added"] > 0
-    assert "## Soak" in finished.stderr
+    # Every search and every import write is timed, by phase.
+    assert sum(phase["search"]["count"] for phase in soak["work"].values() if "search" in phase) == soak["searches"]
+    writes = sum(phase["import write"]["count"] for phase in soak["work"].values() if "import write" in phase)
+    assert writes == soak["imports"]["landed"]
+    assert "## Soak" in finished.stderr and "| import write |" in finished.stderr
 
 
 def test_the_changelog_part_reads_a_release_change_both_ways_to_the_same_places(tmp_path):
