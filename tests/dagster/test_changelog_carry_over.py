@@ -5,7 +5,6 @@ nothing touched, read the rest, and leave every pair holding exactly what a full
 
 from __future__ import annotations
 
-import logging
 import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,15 +12,14 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.dataset as ds
 import pytest
+from dagster_helpers import import_as_the_sensor_asks
 from overture_helpers import CURRENT, PREVIOUS, write_release_change
 
 from bench.independent import expected_rows
-from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports.events import PLACES
-from nakodo_dagster.jobs.import_places import import_payload, import_places
+from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.placement import FRESH_DAYS, ImportRun, PointLocation, Targeting
-from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.sensors.import_sensor import request_import_runs
+from nakodo_dagster.resources import StoreResource
 
 # Around Paris, wide: busy cells in the city, quiet ones in the country around it where a month changes nothing.
 PARIS = Targeting((PointLocation(48.8566, 2.3522, 100),), ("bakery", "pub"))
@@ -32,22 +30,6 @@ def bucket(tmp_path_factory) -> Path:
     """Overture's layout: PREVIOUS and CURRENT under release/, CURRENT's changelog under changelog/."""
     sample = {"rows": 20_000, "files": 4, "row_group_rows": 500, "seed": 7, "progress": False}
     return write_release_change(tmp_path_factory.mktemp("bucket"), **sample)
-
-
-def _import(instance, store: StoreResource, root: Path, release: str, now: datetime) -> list[dg.ExecuteInProcessResult]:
-    """One import sensor look at ``now``, reading ``release``, and every run it asks for, executed."""
-    overture = OvertureResource(root=str(root), release=release)
-    result = request_import_runs(instance, store.store, overture, now, logging.getLogger("test"))
-    register_partitions(instance, result)
-    return [
-        import_places.execute_in_process(
-            run_config=request.run_config,
-            tags=request.tags,
-            instance=instance,
-            resources={"store": store, "overture": overture},
-        )
-        for request in result.run_requests
-    ]
 
 
 def _by_id(root: Path, release: str) -> dict[str, dict]:
@@ -114,14 +96,14 @@ def test_pairs_nothing_touched_move_to_the_new_release_unread_and_hold_what_a_fu
     now = datetime.now(UTC)
     root = bucket / "release"
 
-    first = _import(instance, store_resource, root, PREVIOUS, now)
+    first = import_as_the_sensor_asks(instance, store_resource, root, PREVIOUS, now)
     assert first and all(result.success for result in first)
     runs = [ImportRun.from_payload(import_payload(r.dagster_run.run_config)) for r in first]
     pairs = [pair for run in runs for pair in run.pairs]
 
     assert _releases_seen(instance) == {"newest_release": PREVIOUS, "newest_release_pairs": len(pairs)}
 
-    later = _import(instance, store_resource, root, CURRENT, now + timedelta(days=FRESH_DAYS + 1))
+    later = import_as_the_sensor_asks(instance, store_resource, root, CURRENT, now + timedelta(days=FRESH_DAYS + 1))
     assert later and all(result.success for result in later)
     # The places page shows the new release reached every pair, and none is left on the old one.
     assert _releases_seen(instance) == {"newest_release": CURRENT, "newest_release_pairs": len(pairs)}

@@ -10,27 +10,24 @@ businesses both found."""
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import dagster as dg
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
+from dagster_helpers import import_as_the_sensor_asks
 from geographiclib.geodesic import Geodesic
 from overture_helpers import CURRENT, PREVIOUS
 
 from bench.independent import campaign_businesses, expected_rows
-from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports.events import PLACES
-from nakodo_dagster.jobs.import_places import import_payload, import_places
+from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.overture.sample import ReleaseDrift, write_sample_release
 from nakodo_dagster.overture.sample.changelog import changelog_folder
 from nakodo_dagster.placement import FRESH_DAYS, ImportRun, PointLocation, Targeting
-from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.sensors.import_sensor import request_import_runs
+from nakodo_dagster.resources import StoreResource
 
 RELEASES = ("2026-09-17.0", PREVIOUS, CURRENT)
 # Each month: 3 % of the places gone and as many new, 2 % of those kept edited, 10 % kept under a new id (some
@@ -53,22 +50,6 @@ def bucket(tmp_path_factory) -> Path:
             bucket / "release", release=release, drift=[MONTH] * month, changelog_root=changelog, **SAMPLE
         )
     return bucket
-
-
-def _import(instance, store: StoreResource, root: Path, release: str, now: datetime) -> list[dg.ExecuteInProcessResult]:
-    """One import sensor look at ``now``, reading ``release``, and every run it asks for, executed."""
-    overture = OvertureResource(root=str(root), release=release)
-    result = request_import_runs(instance, store.store, overture, now, logging.getLogger("test"))
-    register_partitions(instance, result)
-    return [
-        import_places.execute_in_process(
-            run_config=request.run_config,
-            tags=request.tags,
-            instance=instance,
-            resources={"store": store, "overture": overture},
-        )
-        for request in result.run_requests
-    ]
 
 
 class History:
@@ -166,7 +147,7 @@ def test_campaigns_list_each_business_once_under_its_newest_id_across_three_rele
     start, history = datetime.now(UTC), None
     for month, release in enumerate(RELEASES):
         # A month on, the sensor reads again the pairs it read a month before.
-        results = _import(
+        results = import_as_the_sensor_asks(
             instance, store_resource, bucket / "release", release, start + month * timedelta(FRESH_DAYS + 1)
         )
         assert results and all(result.success for result in results)
