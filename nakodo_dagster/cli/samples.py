@@ -64,6 +64,13 @@ DEMO_CAMPAIGNS = (
 @click.option("--edited", type=float, default=0.0, help="As --next, and this share of the places kept changes.")
 @click.option("--reissued", type=float, default=0.0, help="As --next, and this share of them comes under new ids.")
 @click.option(
+    "--months",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="As --next, this many months on: each month's drift on the one before, the changelog against the last.",
+)
+@click.option(
     "--changelog",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -82,17 +89,19 @@ def sample_release(
     next_release: bool,
     edited: float,
     reissued: float,
+    months: int,
     changelog: Path | None,
 ) -> None:
     """Write a sample places release under DIRECTORY in Overture's layout; print the release's folder last.
 
     With --next, --drop, --inflate, --edited or --reissued it is the next release after the one the same options
     write without them: the same places by id, a month's churn (3% gone, as many new), and the chosen categories
-    dropped or inflated, as a bad release does (for trying the drift gate). --changelog writes what changed, by id,
-    as Overture's GERS changelog does."""
+    dropped or inflated, as a bad release does (for trying the drift gate). --months writes the release that many
+    months on, each month's drift applied to the one before (for following ids over several releases). --changelog
+    writes what changed since the month before, by id, as Overture's GERS changelog does."""
     drift = None
-    if next_release or drop or inflate or edited or reissued:
-        drift = ReleaseDrift(drop, inflate, edited=edited, reissued=reissued)
+    if next_release or drop or inflate or edited or reissued or months > 1:
+        drift = [ReleaseDrift(drop, inflate, edited=edited, reissued=reissued)] * months
     folder = write_sample_release(
         directory, release, rows, files, row_group_rows, schema, seed, drift=drift, changelog_root=changelog
     )
