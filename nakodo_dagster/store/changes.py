@@ -18,10 +18,11 @@ new: its businesses move to their new ids (a business it holds under both ids is
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from nakodo_dagster.store.shared import PAIRS
+from nakodo_dagster.store.shared import EARTH_RADIUS_KM, PAIRS
 
 if TYPE_CHECKING:
     from nakodo_dagster.store.transaction import Transaction
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 # Overture's reissued ids keep the place where it was; a few tens of metres allow for a source that moved its point
 # a little, while two shops of one chain on one street stay apart.
 SAME_PLACE_METRES = 50.0
-# Metres per degree of latitude on the sphere the searches measure on (search.EARTH_RADIUS_KM).
-_METRES_PER_DEGREE = 6371008.8 * 3.141592653589793 / 180
+# Metres per degree of latitude on the sphere the searches measure on.
+_METRES_PER_DEGREE = math.radians(EARTH_RADIUS_KM * 1000)
 
 
 def _same_name(alias: str) -> str:

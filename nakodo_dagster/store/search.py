@@ -24,13 +24,10 @@ from nakodo_dagster.placement import (
 from nakodo_dagster.store import changes, coverage, progress, shared
 from nakodo_dagster.store.models import ProgressCount, SearchProgress, not_found, targeting_from_json
 from nakodo_dagster.store.needs import ranked_categories
-from nakodo_dagster.store.shared import EVER
+from nakodo_dagster.store.shared import EARTH_RADIUS_KM, EVER
 
 if TYPE_CHECKING:
     from nakodo_dagster.store.transaction import Transaction
-
-# Mean Earth radius (IUGG): haversine on this sphere is within about 0.5 % of the WGS84 geodesic.
-EARTH_RADIUS_KM = 6371.0088
 
 RADIANS_PER_DEGREE = math.pi / 180
 

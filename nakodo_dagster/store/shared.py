@@ -11,6 +11,10 @@ from typing import Any
 from nakodo_dagster.placement import REQUESTED, Cutoffs
 from nakodo_dagster.store.models import check_id
 
+# Mean Earth radius (IUGG): haversine on this sphere is within about 0.5 % of the WGS84 geodesic. Searches measure
+# distances on it, and an import's changes tell a reissued place by it.
+EARTH_RADIUS_KM = 6371.0088
+
 # A loaded pair's imported_at (and a noted change) is stamped just before its commit, and a PostgreSQL statement
 # does not see a commit that lands after the statement began: a pair stamped shortly before a search or a sensor
 # tick began may be invisible to it. So each vouches only for what was stamped this long before it began, and the

@@ -115,7 +115,7 @@ def _months(drift: ReleaseDrift | Sequence[ReleaseDrift] | None) -> tuple[Releas
     """``drift`` as the months it drifts, one ``ReleaseDrift`` each (none: the base release)."""
     if drift is None:
         return ()
-    months = (drift,) if isinstance(drift, ReleaseDrift) else tuple(drift) if isinstance(drift, Sequence) else (drift,)
+    months = tuple(drift) if isinstance(drift, Sequence) else (drift,)
     if not all(isinstance(month, ReleaseDrift) for month in months):
         raise InvalidInput(f"drift {drift!r} is not allowed: use a ReleaseDrift, or a sequence of them (one a month)")
     return months
