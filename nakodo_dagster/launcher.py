@@ -54,6 +54,8 @@ DEFAULT_PRELOAD = (
 )
 # How long a worker asked to stop has to end its run before it is killed: taking back its marks takes a moment.
 KILL_GRACE_SECONDS = 60.0
+# How long the interrupt of a run past its maximum runtime waits for run monitoring to report the run failed.
+OVERRUN_FAILURE_WAIT_SECONDS = 5.0
 # How long a launcher being disposed (the daemon stopping: `make run` stopped) waits for the runs it started to end
 # cancelled before it kills what is left: well within the 30 s a service manager gives a stop, and within
 # `dagster dev`'s wait for its daemon.
@@ -257,10 +259,17 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         started = _start_time(pid)
         # The worker handles SIGTERM as an interrupt: the step stops, its marks are taken back (marked failed past
         # its run's maximum runtime, imports.run.import_or_release_marks), the run ends CANCELED.
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return False
+        if self._past_max_runtime(run) and started is not None:
+            # Run monitoring stops such a run by reporting it canceling, terminating it, then reporting it failed;
+            # a worker that ended in between read it canceling and ended it CANCELED over the failure. Interrupted
+            # once it reads as failed, the worker leaves it failed.
+            waiter = threading.Thread(target=self._interrupt_once_failed, args=(run.run_id, pid, started), daemon=True)
+            waiter.start()
+        else:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                return False
         if started is not None:
             # A worker stuck where Python never gets control back (a loop inside a library's native code) sees no
             # interrupt: it is killed, so that it gives back its CPU and memory. Only the same process, not one
@@ -269,6 +278,29 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
             killer.daemon = True
             killer.start()
         return True
+
+    def _past_max_runtime(self, run: dg.DagsterRun) -> bool:
+        """Whether the run started longer ago than its maximum runtime (its MAX_RUNTIME tag), as run monitoring
+        judges it."""
+        try:
+            seconds = float(run.tags[tags.MAX_RUNTIME])
+        except (KeyError, ValueError):
+            return False
+        record = self._instance.get_run_record_by_id(run.run_id)
+        return record is not None and record.start_time is not None and time.time() - record.start_time > seconds
+
+    def _interrupt_once_failed(self, run_id: str, pid: int, started: str) -> None:
+        """Interrupt the worker once its run reads as failed, or after OVERRUN_FAILURE_WAIT_SECONDS all the same
+        (a cancel from the UI of a run past its maximum runtime, which nobody marks failed)."""
+        deadline = time.monotonic() + OVERRUN_FAILURE_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            run = self._instance.get_run_by_id(run_id)
+            if run is None or run.status == dg.DagsterRunStatus.FAILURE:
+                break
+            time.sleep(0.05)
+        if _running(pid, started):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
     def dispose(self) -> None:
         """Cancel the runs this launcher started that are still running, as a cancel from the UI does (their marks
