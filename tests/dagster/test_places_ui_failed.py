@@ -103,7 +103,14 @@ def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_l
         f"Overture release {RELEASE}: file part-00000.zstd.parquet is unreadable (truncated or not Parquet)"
     )
     first_area, first_category = sorted(import_payload(leeds.run_config)["pairs"])[0]
-    assert f"`nakodo imports retry {first_area} {first_category}`" in next_step
+    # What to do first: a retry alone reads the same broken file again.
+    assert next_step.startswith(
+        f"Replace file part-00000.zstd.parquet with a whole copy, check the release with `nakodo overture check "
+        f"{RELEASE}`"
+    ), next_step
+    assert next_step.endswith(
+        f"then retry: `nakodo imports retry {first_area} {first_category}` (and the same for the 3 other pairs)."
+    ), next_step
     assert failure.user_failure_data.metadata["file"].value == "part-00000.zstd.parquet"
     assert failure.user_failure_data.metadata["attempts"].value == 1, "an unreadable file is not tried again"
     assert "is not a Parquet file" in failure.error.to_string()
