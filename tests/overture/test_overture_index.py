@@ -283,9 +283,7 @@ def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_on
 
 
 @pytest.mark.faults
-def test_a_release_file_cut_short_before_the_import_is_unreadable_though_an_index_knew_it_whole(
-    sample_root, tmp_path
-):
+def test_a_release_file_cut_short_before_the_import_is_unreadable_though_an_index_knew_it_whole(sample_root, tmp_path):
     root, folder = _copied_release(sample_root, tmp_path)
     run = RUNS["block"]
     read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
