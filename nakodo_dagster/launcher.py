@@ -209,15 +209,15 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
 
     def _worker_pid(self, run: dg.DagsterRun) -> int | None:
         """The pid of the run's worker if it was forked on this host, else None."""
-        pid = run.tags.get(tags.RUN_WORKER_PID)
-        if pid is None or run.tags.get(tags.RUN_WORKER_HOST) != socket.gethostname():
+        pid = tags.run_tag(run.tags, tags.RUN_WORKER_PID)
+        if pid is None or tags.run_tag(run.tags, tags.RUN_WORKER_HOST) != socket.gethostname():
             return None
         return int(pid)
 
     def _worker_alive(self, run: dg.DagsterRun, pid: int) -> bool:
         """Whether the run's worker still runs: its pid alive and, where its start was recorded, the same process
         (a pid taken by another process since reads as the worker gone)."""
-        started = run.tags.get(tags.RUN_WORKER_START)
+        started = tags.run_tag(run.tags, tags.RUN_WORKER_START)
         return _alive(pid) if started is None else _running(pid, started)
 
     def terminate(self, run_id: str) -> bool:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.coverage import NEEDED_PAIRS_FRESH_OR_COMING, coverage_check_result
+from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.imports.events import (
     IMPORT_POOL,
     NEW_RELEASE_WITHIN_DRIFT_GATE,
@@ -107,12 +108,22 @@ def needed_pairs_result(store: Store) -> dg.AssetCheckResult:
 
 
 def chosen_pairs(partition_keys: Iterable[str]) -> list[tuple[str, str]]:
-    """The (area, category) pairs of places partition keys, each checked as strictly as anything a user types."""
+    """The (area, category) pairs of places partition keys, each checked as strictly as anything a user types. A
+    key that is not one (the partition list's "Add partition" takes any text) fails the run before anything is
+    marked or read, saying what is wrong and what is allowed."""
     pairs = set()
     for key in partition_keys:
         dimensions = PLACES_PARTITIONS.get_partition_key_from_str(str(key)).keys_by_dimension
-        (category,) = check_categories([dimensions[CATEGORY]])
-        pairs.add((parse_area_key(dimensions[AREA]).key, category))
+        try:
+            (category,) = check_categories([dimensions[CATEGORY]])
+            pairs.add((parse_area_key(dimensions[AREA]).key, category))
+        except InvalidInput as bad:
+            raise dg.Failure(
+                description=f"places partition {str(key)!r} is not an (area, category) pair, so nothing was "
+                f"imported: {bad}. A key added by hand to the partition list names no import; materialise the "
+                "partitions of the pairs campaigns need, which the import sensor registers.",
+                allow_retries=False,
+            ) from None
     return sorted(pairs)
 
 

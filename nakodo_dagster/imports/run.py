@@ -169,7 +169,7 @@ def _interrupt_behind(error: BaseException) -> BaseException | None:
 
 def run_stamp(run: dg.DagsterRun) -> datetime | None:
     """The stamp of the marks a run holds (its STAMP tag), or None if it holds none."""
-    value = run.tags.get(tags.STAMP)
+    value = tags.run_tag(run.tags, tags.STAMP)
     return tags.stamp_from_tag(value) if value else None
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
@@ -254,3 +255,30 @@ def test_a_failed_backfill_run_shows_its_partitions_failed_and_its_pairs_failed(
     store = resources["store"].store
     cutoffs = Cutoffs.at(datetime.now(UTC))
     assert {cutoffs.row_state(r) for r in store.import_rows(cells, [category])} == {"failed"}
+
+
+@pytest.mark.parametrize(
+    ("area", "category", "why"),
+    [
+        ("Leeds", "cafe", "area 'Leeds' is not allowed: use 'cell:LAT,LNG'"),
+        ("cell:53.3,-2", "cafe", "area 'cell:53.3,-2' is not allowed"),
+        ("cell:53.5,-2", "Cafés", "category 'Cafés' is not allowed: use Overture's plain names"),
+    ],
+)
+def test_a_partition_key_added_by_hand_that_is_no_pair_is_refused_and_imports_nothing(
+    instance, resources, area, category, why
+):
+    # The partition list's "Add partition" registers whatever it is given.
+    instance.add_dynamic_partitions(AREA, [area])
+    instance.add_dynamic_partitions(CATEGORY, [category])
+    key = f"{area}|{category}"
+
+    result = dg.materialize([places], partition_key=key, resources=resources, instance=instance, raise_on_error=False)
+
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    message = failure.step_failure_data.error.message
+    assert f"places partition {key!r} is not an (area, category) pair, so nothing was imported: {why}" in message
+    store = resources["store"].store
+    assert store.import_rows({area, "cell:53.5,-2"}, {category, "cafe"}) == [], "nothing marked, nothing read"
+    assert not result.get_asset_materialization_events()
