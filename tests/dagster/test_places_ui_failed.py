@@ -206,15 +206,24 @@ def test_a_re_import_by_hand_of_a_file_with_broken_pages_names_the_file(instance
     assert any(f"file {name} is unreadable" in headline for name in names), headline
 
 
-def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):
-    resources["store"].store.add_campaign("Paris", PARIS)
+def import_from_broken_release(
+    instance: dg.DagsterInstance, resources: dict, tmp_path: Path, targeting: Targeting
+) -> tuple[dg.RunRequest, dg.ExecuteInProcessResult]:
+    """A campaign's one import run, asked for by the import sensor, run on a release whose only file is not Parquet:
+    its request and its (failed) result."""
+    resources["store"].store.add_campaign("Campaign", targeting)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
     register_partitions(instance, ticked)
     (request,) = ticked.run_requests
     broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
-    failed = import_places.execute_in_process(
+    result = import_places.execute_in_process(
         run_config=request.run_config, tags=request.tags, instance=instance, resources=broken, raise_on_error=False
     )
+    return request, result
+
+
+def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):
+    request, failed = import_from_broken_release(instance, resources, tmp_path, PARIS)
     # An analyst's import loads the pair before the failure sensor's next tick looks at the failed run.
     import_places.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
 

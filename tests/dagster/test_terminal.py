@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
-import dagster as dg
 import pytest
 from overture_helpers import CURRENT as RELEASE
+from test_places_ui_failed import import_from_broken_release
 
-from nakodo_dagster.headless import register_partitions
-from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.placement import PointLocation, Targeting
-from nakodo_dagster.resources import OvertureResource
-from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.terminal import FailuresInOneLine
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 2),), ("cafe",))
@@ -30,25 +25,10 @@ def worker_loggers() -> Iterator[None]:
     logging.setLoggerClass(before)
 
 
-def _broken_root(tmp_path: Path) -> str:
-    folder = tmp_path / "broken" / RELEASE / "theme=places" / "type=place"
-    folder.mkdir(parents=True)
-    (folder / "part-00000.zstd.parquet").write_bytes(b"PAR1 this is not a parquet file")
-    return str(tmp_path / "broken")
-
-
 def test_a_failed_import_prints_one_line_that_says_what_failed_and_what_to_do(
     instance, resources, tmp_path, worker_loggers, capfd
 ):
-    resources["store"].store.add_campaign("Leeds", LEEDS)
-    ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
-    register_partitions(instance, ticked)
-    (request,) = ticked.run_requests
-    broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
-
-    result = import_places.execute_in_process(
-        run_config=request.run_config, tags=request.tags, instance=instance, resources=broken, raise_on_error=False
-    )
+    _, result = import_from_broken_release(instance, resources, tmp_path, LEEDS)
 
     assert not result.success
     printed = capfd.readouterr().err
