@@ -114,8 +114,8 @@ def import_or_release_marks(
     interrupt from then on is run monitoring stopping a stuck run, and its marks read as failed, since asking for
     the pairs again at once would hold an import slot as long again. ``read_retried`` says the step runs again
     after a transient fault of the release that outlasted the read's own tries (the object store throttling,
-    resetting connections or stalling for a minute), or after a file written since ``read_began`` (the step's
-    first try) and unreadable since: the marks then stay for that try and ReadFailed is raised. A file unreadable
+    resetting connections or stalling for a minute), or after a file written since ``read_began`` (when the run
+    started) and unreadable since: the marks then stay for that try and ReadFailed is raised. A file unreadable
     before then fails the pairs at once, in every try. ``accept`` lands every pair's rows whatever the drift gate
     says (an analyst's accepted re-import), measured.
     """
