@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from nakodo_dagster.cli import accounts, campaigns, imports, overture, samples, sync
+from nakodo_dagster.cli import accounts, campaigns, imports, instance, overture, samples, sync
 from nakodo_dagster.cli.shared import NakodoGroup
 
 __all__ = ["main"]
@@ -26,6 +26,7 @@ __all__ = ["main"]
         overture.overture,
         samples.sample_release,
         samples.demo,
+        instance.dagster_home,
     ],
 )
 def main() -> None:
