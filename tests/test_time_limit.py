@@ -25,6 +25,10 @@ def test_after_it_still_runs():
     pass
 
 
+def test_takes_four_seconds():
+    time.sleep(4)
+
+
 def test_stuck_where_python_cannot_stop_it():
     # The time limit's alarm never reaches Python here, as in a native wait that never returns to the interpreter.
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
@@ -36,13 +40,13 @@ def test_never_reached():
 """
 
 
-def _pytest(folder: Path, selected: str) -> tuple[int, str]:
+def _pytest(folder: Path, selected: str, *more: str) -> tuple[int, str]:
     """pytest with this suite's time limit on the probes ``selected`` picks: a limit of 1 s, a hard stop 2 s later."""
     (folder / "test_probes.py").write_text(PROBES)
     command = [sys.executable, "-m", "pytest", "-p", "time_limit", "-p", "no:cacheprovider", "-v", "-k", selected]
     options = ["-o", "timeout=1", "-o", "hard_stop_grace=2", "-c", os.devnull, "--rootdir", str(folder)]
     finished = subprocess.run(
-        [*command, *options, "test_probes.py"],
+        [*command, *options, *more, "test_probes.py"],
         cwd=folder,
         env={**os.environ, "PYTHONPATH": str(PLUGINS)},
         capture_output=True,
@@ -66,3 +70,9 @@ def test_a_test_stuck_where_python_cannot_stop_it_ends_the_suite_with_every_stac
     # faulthandler's words: every thread's stack, the stuck test's line in the main thread's, and nothing after.
     assert "Timeout (0:00:03)!" in out and "in test_stuck_where_python_cannot_stop_it" in out
     assert "test_never_reached" not in out
+
+
+def test_no_time_limit_asked_for_is_no_hard_stop(tmp_path):
+    # Past the ini's limit and its grace (3 s): neither pytest-timeout nor the hard stop may end it.
+    code, out = _pytest(tmp_path, "takes_four_seconds", "--timeout=0")
+    assert code == 0 and "Timeout" not in out, out

@@ -41,11 +41,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def time_limit(item: pytest.Item) -> float:
-    """The test's time limit in seconds as pytest-timeout reads it: its mark, else the suite's (0: none)."""
+    """The test's time limit in seconds as pytest-timeout reads it: its mark, else ``--timeout``, else
+    PYTEST_TIMEOUT, else the ini's `timeout` (0: none)."""
     marker = item.get_closest_marker("timeout")
     if marker is not None and marker.args:
         return float(marker.args[0])
-    return float(item.config.getoption("timeout", None) or item.config.getini("timeout") or 0)
+    for given in (item.config.getoption("timeout", None), os.environ.get("PYTEST_TIMEOUT")):
+        if given is not None:
+            return float(given or 0)
+    return float(item.config.getini("timeout") or 0)
 
 
 @pytest.hookimpl(wrapper=True)
