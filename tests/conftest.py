@@ -20,6 +20,9 @@ from bench.throwaway_postgres import ThrowawayPostgres, answers, start_throwaway
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.resources import OvertureResource, StoreResource
 
+# Every test has a time limit, past which it fails with every thread's stack, and a hang in native code ends the suite.
+pytest_plugins = ["time_limit"]
+
 # Hypothesis times each example against a deadline: on a loaded CI machine that fails correct code.
 settings.register_profile("nakodo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("nakodo")
