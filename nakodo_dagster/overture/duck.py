@@ -13,6 +13,7 @@ import duckdb_extension_httpfs
 
 from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.redact import redacted_url
 
 # No machine here reaches the internet: httpfs comes from its PyPI package, at duckdb's exact version.
 HTTPFS_EXTENSION = (
@@ -73,7 +74,7 @@ def s3_settings(environ: Mapping[str, str]) -> dict[str, object]:
         url = urlsplit(endpoint)
         if url.scheme not in ("http", "https") or not url.netloc or url.path.strip("/") or url.query:
             raise InvalidInput(
-                f"AWS_ENDPOINT_URL {endpoint!r} is not allowed: use http(s)://host[:port], e.g. http://127.0.0.1:9000"
+                f"AWS_ENDPOINT_URL {redacted_url(endpoint)!r} is not allowed: use http(s)://host[:port], e.g. http://127.0.0.1:9000"
             )
         settings |= {"endpoint": url.netloc, "use_ssl": url.scheme == "https"}
     if environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY"):
