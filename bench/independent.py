@@ -15,6 +15,9 @@ from nakodo_dagster.placement import ImportRun, PointLocation, Targeting, cell_c
 
 # (id, name, category, lat, lng, confidence, address line, country, websites, phones, area)
 Row = tuple
+# A Row as a read returns it, with the place's source records ('dataset:record_id' sorted, joined by '|') and whether
+# Overture marks it permanently closed.
+ReadRow = tuple
 # Haversine on a sphere (the store's search) and WGS84 geodesics differ by up to 0.5 %: places that close to a
 # circle's edge are not judged.
 EDGE_BAND = 0.006
@@ -59,12 +62,26 @@ def _places_near(root: Path, release: str, bbox: tuple[float, float, float, floa
     return dataset.to_table(filter=near).to_pylist()
 
 
+def source_records(place: dict) -> str | None:
+    """A place's source records as a read gives them: each 'dataset:record_id' once, sorted, joined by '|'."""
+    records = sorted({f"{s['dataset']}:{s['record_id']}" for s in place.get("sources") or [] if s["record_id"]})
+    return "|".join(records) or None
+
+
 def expected_rows(root: Path, release: str, run: ImportRun) -> list[Row]:
-    """What the run should read, computed row by row in Python from pyarrow.dataset, not with the reader's SQL."""
+    """The businesses the run should read (no closed place), computed row by row in Python from pyarrow.dataset, not
+    with the reader's SQL."""
+    return [row[:-2] for row in expected_read(root, release, run) if not row[-1]]
+
+
+def expected_read(root: Path, release: str, run: ImportRun) -> list[ReadRow]:
+    """Every row the run should read, places Overture marks permanently closed included (whatever their
+    confidence), with their source records and whether closed."""
     rows = []
     for place in _places_near(root, release, run.bbox):
         confidence = place["confidence"]
-        if confidence is None or confidence < MIN_CONFIDENCE or place.get("operating_status") == "permanently_closed":
+        closed = place.get("operating_status") == "permanently_closed"
+        if not closed and (confidence is None or confidence < MIN_CONFIDENCE):
             continue
         box = place["bbox"]
         lat, lng = (box["ymin"] + box["ymax"]) / 2, (box["xmin"] + box["xmax"]) / 2
@@ -91,6 +108,8 @@ def expected_rows(root: Path, release: str, run: ImportRun) -> list[Row]:
                         place["websites"],
                         place["phones"],
                         area,
+                        source_records(place),
+                        closed,
                     )
                 )
     return sorted(rows, key=lambda row: (row[10], row[2], row[0]))

@@ -32,6 +32,7 @@ LAND_COLOUR = "#f3f0e8"
 BORDER_COLOUR = "#8c8c8c"
 # A business gone from Overture's newest release: a cross, apart from the failed cells' red.
 REMOVED_COLOUR = "#7b1fa2"
+CLOSED_COLOUR = "#e06c00"
 LABEL_COLOUR = "#555555"
 # A 480 x 480 PNG: big enough to read in the UI's metadata panel, small enough to keep in every map's event.
 FIGURE_INCHES, FIGURE_DPI = 6, 80
@@ -188,10 +189,11 @@ def campaign_map(
     area_states: Mapping[str, str],
     businesses: Iterable[tuple[float, float]],
     removed: Iterable[tuple[float, float]] = (),
+    closed: Iterable[tuple[float, float]] = (),
 ) -> Figure:
     """The map as a matplotlib figure: circles or country areas, cells coloured by import state, businesses as
-    dots (those ``removed`` from Overture's newest release as purple crosses), on the land and sea of the countries
-    in view, each country named where its name fits."""
+    dots (those ``removed`` from Overture's newest release as purple crosses, those it marks permanently ``closed``
+    as orange rings), on the land and sea of the countries in view, each country named where its name fits."""
     # Imported here, not at the top: every run loads the code location, and matplotlib alone costs about half
     # a second that only a search's map needs.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -226,13 +228,23 @@ def campaign_map(
                 for bearing in range(0, 361, 5)
             ]
             axes.plot([_unwrap(p["lon2"], centre) for p in ring], [p["lat2"] for p in ring], color="#1f4e8c")
-    points, gone = list(businesses), list(removed)
+    points, gone, shut = list(businesses), list(removed), list(closed)
     shown = [(_unwrap(lng, centre), lat) for lat, lng in points]
     shown_gone = [(_unwrap(lng, centre), lat) for lat, lng in gone]
+    shown_shut = [(_unwrap(lng, centre), lat) for lat, lng in shut]
     if points:
         axes.scatter([x for x, _ in shown], [y for _, y in shown], s=4, color="#111111")
     if gone:
         axes.scatter([x for x, _ in shown_gone], [y for _, y in shown_gone], s=14, marker="x", color=REMOVED_COLOUR)
+    if shut:
+        axes.scatter(
+            [x for x, _ in shown_shut],
+            [y for _, y in shown_shut],
+            s=16,
+            marker="o",
+            facecolors="none",
+            edgecolors=CLOSED_COLOUR,
+        )
     axes.autoscale_view()
     # Degrees of longitude shrink towards the poles: at the view's middle latitude a kilometre is as long east
     # as north.
@@ -240,15 +252,22 @@ def campaign_map(
     middle = min(abs(south + north) / 2, 80.0)
     axes.set_aspect(1 / math.cos(math.radians(middle)), adjustable="datalim")
     drawn = _draw_countries(axes)
-    counted = plural(len(points) + len(gone), "business", "businesses")
-    axes.set_title(f"{title}: {counted}" + (f", {len(gone):,} removed" if gone else ""))
+    counted = plural(len(points) + len(gone) + len(shut), "business", "businesses")
+    marked = [f"{len(gone):,} removed"] * bool(gone) + [f"{len(shut):,} closed"] * bool(shut)
+    axes.set_title(", ".join([f"{title}: {counted}", *marked]))
     axes.set_xlabel("longitude")
     axes.set_ylabel("latitude")
     border = Line2D([], [], color=BORDER_COLOUR, linewidth=0.6, label="border or coast")
     states = [Patch(color=c, alpha=0.5, label=s) for s, c in STATE_COLOURS.items()]
     gone_mark = Line2D([], [], marker="x", linestyle="", color=REMOVED_COLOUR, label="removed from Overture")
-    legend = axes.legend(handles=[*states, border, *([gone_mark] if gone else [])], loc="lower right", fontsize=8)
-    _label_countries(axes, drawn, [legend.get_window_extent(figure.canvas.get_renderer())], shown + shown_gone)
+    shut_mark = Line2D(
+        [], [], marker="o", linestyle="", markerfacecolor="none", color=CLOSED_COLOUR, label="closed for good"
+    )
+    marks = [*([gone_mark] if gone else []), *([shut_mark] if shut else [])]
+    legend = axes.legend(handles=[*states, border, *marks], loc="lower right", fontsize=8)
+    _label_countries(
+        axes, drawn, [legend.get_window_extent(figure.canvas.get_renderer())], shown + shown_gone + shown_shut
+    )
     return figure
 
 

@@ -27,6 +27,7 @@ _TABLE_COLUMNS = (
     ("category", "category"),
     ("address", "address"),
     ("removed_in", "removed in"),
+    ("closed_in", "closed in"),
 )
 _TABLE_WIDTH = 48
 

@@ -87,9 +87,10 @@ def _map(store: Store, campaign_id: int, total: int, now: datetime) -> dg.Metada
     states = campaign_progress(store, campaign, None, now).states
     points = store.campaign_points(campaign.id, MAP_POINTS)
     title = campaign.name if total <= MAP_POINTS else f"{campaign.name} (nearest {MAP_POINTS:,} of {total:,})"
-    listed = [(lat, lng) for lat, lng, removed in points if not removed]
-    removed = [(lat, lng) for lat, lng, removed in points if removed]
-    figure = campaign_map(title, campaign.targeting, areas_for(campaign.targeting), states, listed, removed)
+    listed = [(lat, lng) for lat, lng, removed, closed in points if not removed and not closed]
+    removed = [(lat, lng) for lat, lng, removed, _ in points if removed]
+    closed = [(lat, lng) for lat, lng, removed, closed in points if closed and not removed]
+    figure = campaign_map(title, campaign.targeting, areas_for(campaign.targeting), states, listed, removed, closed)
     png = figure_png(figure)
     return dg.MetadataValue.md(markdown_image(png))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from nakodo_dagster.overture.sample import (
     DEFAULT_FILES,
     DEFAULT_RELEASE,
     DEFAULT_ROWS,
+    OVERTURE_MONTH,
     SCHEMAS,
     ReleaseDrift,
     write_sample_release,
@@ -65,6 +67,12 @@ DEMO_CAMPAIGNS = (
 @click.option("--edited", type=float, default=0.0, help="As --next, and this share of the places kept changes.")
 @click.option("--reissued", type=float, default=0.0, help="As --next, and this share of them comes under new ids.")
 @click.option(
+    "--like-overture",
+    is_flag=True,
+    help="As --next, each month as Overture's matching moves ids about: places reissued (moved and spelled another "
+    "way, or citing another dataset), closed for good, split, listed twice and merged back.",
+)
+@click.option(
     "--months",
     type=click.IntRange(min=1),
     default=1,
@@ -90,6 +98,7 @@ def sample_release(
     next_release: bool,
     edited: float,
     reissued: float,
+    like_overture: bool,
     months: int,
     changelog: Path | None,
 ) -> None:
@@ -97,11 +106,16 @@ def sample_release(
 
     With --next, --drop, --inflate, --edited or --reissued it is the next release after the one the same options
     write without them: the same places by id, a month's churn (3% gone, as many new), and the chosen categories
-    dropped or inflated, as a bad release does (for trying the drift gate). --months writes the release that many
-    months on, each month's drift applied to the one before (for following ids over several releases). --changelog
-    writes what changed since the month before, by id, as Overture's GERS changelog does."""
+    dropped or inflated, as a bad release does (for trying the drift gate). --like-overture changes the places kept as
+    Overture's monthly releases do (for trying one business once). --months writes the release that many months on,
+    each month's drift applied to the one before (for following ids over several releases). --changelog writes what
+    changed since the month before, by id, as Overture's GERS changelog does."""
+    if like_overture and (edited or reissued):
+        raise InvalidInput("--like-overture sets its own shares: leave out --edited and --reissued")
     drift = None
-    if next_release or drop or inflate or edited or reissued or months > 1:
+    if like_overture:
+        drift = [dataclasses.replace(OVERTURE_MONTH, drop=drop, inflate=inflate)] * months
+    elif next_release or drop or inflate or edited or reissued or months > 1:
         drift = [ReleaseDrift(drop, inflate, edited=edited, reissued=reissued)] * months
     folder = write_sample_release(
         directory, release, rows, files, row_group_rows, schema, seed, drift=drift, changelog_root=changelog

@@ -58,7 +58,9 @@ def pair_reports(run: ImportRun, table: pa.Table) -> list[PairReport]:
 
 
 def _rows_of(table: pa.Table, area: str, category: str) -> pa.Table:
-    return table.filter(pc.and_(pc.equal(table["area"], area), pc.equal(table["category"], category)))
+    """The pair's businesses: a place Overture marks permanently closed is read, but is none."""
+    in_pair = pc.and_(pc.equal(table["area"], area), pc.equal(table["category"], category))
+    return table.filter(pc.and_(in_pair, pc.invert(pc.fill_null(table["closed"], False))))
 
 
 def _pair_report(area: str, category: str, rows: pa.Table) -> PairReport:

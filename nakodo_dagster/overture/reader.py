@@ -15,8 +15,12 @@ What a run keeps:
   computed in SQL): a place on a cell edge belongs to the cell to its north and east, a place on the
   antimeridian to the cell at -180. For a country, places whose first address is in that country.
 - Only the (area, category) pairs the run reserved: a block's box can span cells it was not asked for.
-- Places Overture is sure enough exist: ``confidence >= MIN_CONFIDENCE`` (no confidence: left out), and
-  not ``permanently_closed`` (a status releases before 2025-09 do not have).
+- Places Overture is sure enough exist: ``confidence >= MIN_CONFIDENCE`` (no confidence: left out). A place it
+  marks ``permanently_closed`` (a status releases before 2025-09 do not have) comes back whatever its confidence
+  (Overture sets a closed place's to 0), with ``closed`` set: the store records a listed business closed, and never
+  lists a closed place as a business.
+- Each place's source records, ``sources[].dataset`` and ``record_id`` as ``dataset:record_id`` joined by ``|`` in
+  sorted order (``sources``): the store's first evidence that a place reissued under a new id is the same business.
 
 Category matching, for a requested category C:
 
@@ -80,6 +84,8 @@ PLACES_SCHEMA = pa.schema(
         ("websites", pa.list_(pa.string())),
         ("phones", pa.list_(pa.string())),
         ("area", pa.string()),
+        ("sources", pa.string()),
+        ("closed", pa.bool_()),
     ]
 )
 """The columns a read returns: one row per (place, matched category), ``area`` the key it is stored under."""
@@ -97,6 +103,7 @@ QUERY_COLUMNS: dict[str, frozenset[str] | None] = {
     "phones": None,
     "addresses": frozenset({"freeform", "locality", "postcode", "country"}),
     "operating_status": None,
+    "sources": frozenset({"dataset", "record_id"}),
 }
 
 # The same rule as placement.cell_containing, as a cell's row and column numbers: rows clamped at the poles, columns
@@ -334,9 +341,15 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
         "pair_categories": [category for _, category in run.pairs],
         "pair_orders": [pair_order[pair] for pair in run.pairs],
     }
-    predicates = [meets_box, "confidence >= $min_confidence"]
-    if has_status:
-        predicates.append("operating_status IS DISTINCT FROM 'permanently_closed'")
+    # Kept whatever its confidence: Overture sets a closed place's to 0.
+    closed = "coalesce(operating_status = 'permanently_closed', FALSE)" if has_status else "FALSE"
+    predicates = [meets_box, f"(confidence >= $min_confidence OR {closed})"]
+    sources = (
+        "nullif(array_to_string(list_sort(list_distinct("
+        "[s.dataset || ':' || s.record_id FOR s IN sources IF s.record_id IS NOT NULL])), '|'), '')"
+        if "sources" in columns
+        else "CAST(NULL AS VARCHAR)"
+    )
     if run.country_code:
         predicates.append("addresses[1].country = $country_code")
         parameters |= {"country_code": run.country_code, "country_area": run.areas[0]}
@@ -378,6 +391,8 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
                 addresses[1] AS first_address,
                 websites,
                 phones,
+                {sources} AS source_records,
+                {closed} AS closed,
                 {category_columns}
             FROM {source}
             WHERE {" AND ".join(predicates)}
@@ -400,6 +415,8 @@ def _query(run: ImportRun, schema: str, columns: set[str], source: str) -> tuple
             l.websites,
             l.phones,
             p.area,
+            l.source_records AS sources,
+            l.closed,
             p.pair_order
         FROM located AS l
         JOIN pairs AS p ON {same_area} AND ({match})

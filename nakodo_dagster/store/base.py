@@ -407,8 +407,9 @@ class Store(ABC):
             windows = sorted({check_id("campaign", i) for i in new_windows})
             self._transact(lambda tx: tx.run(search.REQUEST_SEARCHES, campaign_ids=ids, new_windows=windows, now=now))
 
-    def campaign_points(self, campaign_id: int, limit: int) -> list[tuple[float, float, bool]]:
-        """(lat, lng, removed from Overture) of the campaign's ``limit`` nearest businesses, nearest first."""
+    def campaign_points(self, campaign_id: int, limit: int) -> list[tuple[float, float, bool, bool]]:
+        """(lat, lng, removed from Overture, closed for good) of the campaign's ``limit`` nearest businesses, nearest
+        first."""
         return self._transact(
             lambda tx: tx.rows(search.CAMPAIGN_POINTS, campaign_id=check_id("campaign", campaign_id), limit=limit)
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from nakodo_dagster.store import drift_gate
+from nakodo_dagster.store import landing
 from nakodo_dagster.store.imports import OTHERS_ON_THEIR_WAY, STAMP_IMPORTS
 from nakodo_dagster.store.models import WrittenImport
 from nakodo_dagster.store.shared import PAIRS, rule
@@ -36,11 +36,6 @@ CARRIABLE = f"""
         AND places.id IN (SELECT unnest($removed::TEXT[]))
   )
 ORDER BY place_imports.area, place_imports.category
-"""
-
-MOVE_PLACES = f"""
-UPDATE places SET release = $release FROM {PAIRS} AS pair
-WHERE places.area = pair.area AND places.category = pair.category
 """
 
 # Dated now and stamped again at the commit, as a write is: the pair is fresh again, its campaigns' searches read it
@@ -77,14 +72,16 @@ def carry_over(
     carried = [(area, category) for area, category in tx.rows(CARRIABLE, **pairs, base=base, removed=removed)]
     if not carried:
         return WrittenImport({}, {})
-    landing = pair_params(carried)
+    pairs_carried = pair_params(carried)
     written_at = now or datetime.now(UTC)
-    others = tx.rows(OTHERS_ON_THEIR_WAY, **landing, **rule(written_at), stamp=stamp)
-    drift_gate.forget(tx, landing)
-    tx.run(MOVE_PLACES, **landing, release=release)
-    rows = tx.rows(RECORD_CARRIED, **landing, release=release, now=written_at)
+    others = tx.rows(OTHERS_ON_THEIR_WAY, **pairs_carried, **rule(written_at), stamp=stamp)
+    # Landed as any rows are, though their places stay as they were: whatever lands rows records what changed.
+    tx.run(landing.CREATE_INCOMING)
+    tx.run(landing.INCOMING_FROM_PLACES, **pairs_carried)
+    landing.land(tx, pairs_carried, release, written_at)
+    rows = tx.rows(RECORD_CARRIED, **pairs_carried, release=release, now=written_at)
     if now is None:
-        tx.run(STAMP_IMPORTS, **landing, committed_at=datetime.now(UTC))
+        tx.run(STAMP_IMPORTS, **pairs_carried, committed_at=datetime.now(UTC))
     return WrittenImport(
         {(area, category): count for area, category, count in rows},
         {(area, category): other for area, category, other in others},

@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from nakodo_dagster.drift import DriftLimits, PairDrift, drift_reasons, gated
+from nakodo_dagster.store import landing
 from nakodo_dagster.store.models import HeldImport
 from nakodo_dagster.store.shared import INCOMING_AS_PLACES, PAIRS, PLACE_COLUMNS
+from nakodo_dagster.store.transaction import pair_params
 
 if TYPE_CHECKING:
     from nakodo_dagster.store.transaction import Transaction
@@ -26,7 +28,8 @@ def _median(table: str) -> str:
 
 # Each of the run's pairs that holds places: the release they came from (one per pair, written together), how many
 # there are and their median confidence, against the incoming rows' count, median, and how many ids both hold.
-# Reads the pairs' places before the write replaces them, in the write's transaction.
+# Reads the pairs' places before the write replaces them, in the write's transaction. A row of a place Overture marks
+# permanently_closed is no business of the release's: it is not counted.
 MEASURE = f"""
 WITH held AS (
     SELECT places.area, places.category, max(places.release) AS release, count(*) AS places,
@@ -36,12 +39,14 @@ WITH held AS (
 ), incoming AS (
     SELECT i.area, i.category, count(*) AS places, {_median("i")} AS confidence
     FROM incoming_places AS i JOIN {PAIRS} AS pair ON i.area = pair.area AND i.category = pair.category
+    WHERE NOT i.closed
     GROUP BY i.area, i.category
 ), kept AS (
     SELECT places.area, places.category, count(*) AS places
     FROM places
     JOIN {PAIRS} AS pair ON places.area = pair.area AND places.category = pair.category
     JOIN incoming_places AS i ON i.area = places.area AND i.category = places.category AND i.id = places.id
+    WHERE NOT i.closed
     GROUP BY places.area, places.category
 )
 SELECT held.area, held.category, held.release, held.places, coalesce(incoming.places, 0), coalesce(kept.places, 0),
@@ -68,9 +73,10 @@ SET release = excluded.release, kept_release = excluded.kept_release, places_bef
 """
 
 FORGET_HELD_PLACES_OF = "DELETE FROM held_places WHERE area = $area AND category = $category"
+# The closed rows too: an acceptance lands them as the write would have (landing.land).
 KEEP_HELD_PLACES = f"""
-INSERT INTO held_places ({PLACE_COLUMNS})
-SELECT {INCOMING_AS_PLACES}
+INSERT INTO held_places ({PLACE_COLUMNS}, closed)
+SELECT {INCOMING_AS_PLACES}, i.closed
 FROM incoming_places AS i WHERE i.area = $area AND i.category = $category
 """
 
@@ -81,30 +87,10 @@ UPDATE place_imports SET release = $kept_release, places_release = $kept_release
 WHERE area = $area AND category = $category
 """
 
-# A write that lands (passed, or accepted by a re-import) leaves nothing held for its pairs.
-FORGET_HELD = (
-    f"""
-    DELETE FROM held_places USING {PAIRS} AS pair
-    WHERE held_places.area = pair.area AND held_places.category = pair.category
-    """,
-    f"""
-    DELETE FROM held_imports USING {PAIRS} AS pair
-    WHERE held_imports.area = pair.area AND held_imports.category = pair.category
-    """,
-)
-
 HELD = f"SELECT {_HELD_COLUMNS} FROM held_imports ORDER BY held_at, area, category"
 
 # Taking the held row first locks the pair's hold: two analysts accepting at once accept it once.
 TAKE_HELD = f"DELETE FROM held_imports WHERE area = $area AND category = $category RETURNING {_HELD_COLUMNS}"
-ACCEPT_PLACES = (
-    "DELETE FROM places WHERE area = $area AND category = $category",
-    f"""
-    INSERT INTO places ({PLACE_COLUMNS})
-    SELECT {PLACE_COLUMNS} FROM held_places WHERE area = $area AND category = $category
-    """,
-    FORGET_HELD_PLACES_OF,
-)
 # Dated when the accepted places become visible, as every loaded pair is: searches read them as landed.
 RECORD_ACCEPTED = """
 INSERT INTO place_imports (area, category, release, places_release, rows, imported_at)
@@ -165,27 +151,23 @@ def hold(
     return held
 
 
-def forget(tx: Transaction, pairs: dict[str, list[str]]) -> None:
-    """Nothing stays held for these pairs: their write landed."""
-    for statement in FORGET_HELD:
-        tx.run(statement, **pairs)
-
-
 def accept(tx: Transaction, area: str, category: str) -> HeldImport | None:
-    """Put the pair's held rows in place of its places, as a landed import dated as it commits; None if none are
-    held."""
+    """Land the pair's held rows in place of its places (``landing.land``: what they change recorded as an import's
+    are), as an import dated as it commits; None if none are held."""
     rows = tx.rows(TAKE_HELD, area=area, category=category)
     if not rows:
         return None
     accepted = held_import(rows[0])
-    for statement in ACCEPT_PLACES:
-        tx.run(statement, area=area, category=category)
+    now = datetime.now(UTC)
+    tx.run(landing.CREATE_INCOMING)
+    tx.run(landing.INCOMING_FROM_HELD, area=area, category=category)
+    landing.land(tx, pair_params([(area, category)]), accepted.drift.release, now)
     tx.run(
         RECORD_ACCEPTED,
         area=area,
         category=category,
         release=accepted.drift.release,
         rows=accepted.drift.after,
-        now=datetime.now(UTC),
+        now=now,
     )
     return accepted

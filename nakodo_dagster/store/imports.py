@@ -7,22 +7,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun, PlaceImport
-from nakodo_dagster.store import changes, drift_gate
+from nakodo_dagster.store import drift_gate, landing
 from nakodo_dagster.store.models import ImportStatus, ReleasePairs, WrittenImport
-from nakodo_dagster.store.shared import (
-    IMPORT_COLUMNS,
-    INCOMING_AS_PLACES,
-    PAIRS,
-    PLACE_COLUMNS,
-    on_its_way,
-    pair_state,
-    rule,
-)
+from nakodo_dagster.store.shared import IMPORT_COLUMNS, PAIRS, on_its_way, pair_state, rule
 from nakodo_dagster.store.transaction import pair_params
 
 if TYPE_CHECKING:
@@ -30,6 +23,8 @@ if TYPE_CHECKING:
 
 # The columns write_import takes from the reader's table, any others ignored. websites and phones: lists of
 # strings (stored as JSON text) or JSON text already; address: one formatted line, or a struct kept as JSON.
+# sources ('dataset:record_id' joined by '|') and closed (Overture marks the place permanently_closed) may be
+# absent: no source records, and open.
 INCOMING_COLUMNS = (
     "id",
     "area",
@@ -42,6 +37,8 @@ INCOMING_COLUMNS = (
     "country",
     "websites",
     "phones",
+    "sources",
+    "closed",
 )
 
 TEXT_OR_JSON_COLUMNS = ("address", "websites", "phones")
@@ -51,29 +48,10 @@ SELECT {IMPORT_COLUMNS} FROM place_imports
 WHERE area IN (SELECT unnest($areas::TEXT[])) AND category IN (SELECT unnest($categories::TEXT[]))
 """
 
-CREATE_INCOMING = """
-CREATE TEMP TABLE incoming_places (
-    id TEXT, area TEXT, category TEXT, name TEXT, lat DOUBLE PRECISION, lng DOUBLE PRECISION,
-    confidence DOUBLE PRECISION, address TEXT, country TEXT, websites TEXT, phones TEXT
-)
-"""
-
-DELETE_PLACES = f"""
-DELETE FROM places USING {PAIRS} AS pair
-WHERE places.area = pair.area AND places.category = pair.category
-"""
-
-# The join on the run's pairs is what keeps a run from writing a pair somebody else reserved.
-INSERT_PLACES = f"""
-INSERT INTO places ({PLACE_COLUMNS})
-SELECT {INCOMING_AS_PLACES}
-FROM incoming_places AS i JOIN {PAIRS} AS pair ON pair.area = i.area AND pair.category = i.category
-"""
-
 # Every pair is recorded, with zero rows if need be: "this area has no cafes" is a result.
 RECORD_IMPORTS = f"""
 INSERT INTO place_imports (area, category, release, places_release, rows, imported_at)
-SELECT pair.area, pair.category, $release, $release, count(i.id), $now
+SELECT pair.area, pair.category, $release, $release, count(i.id) FILTER (WHERE NOT i.closed), $now
 FROM {PAIRS} AS pair
 LEFT JOIN incoming_places AS i ON i.area = pair.area AND i.category = pair.category
 GROUP BY pair.area, pair.category
@@ -127,7 +105,9 @@ ORDER BY release DESC
 
 
 def incoming(places: pa.Table) -> pa.Table:
-    """The rows to write, with exactly ``INCOMING_COLUMNS``; list or struct columns become JSON text."""
+    """The rows to write, with exactly ``INCOMING_COLUMNS``; list or struct columns become JSON text, absent optional
+    columns are filled (no sources, open)."""
+    places = _with_sources_and_closed(places)
     absent = [name for name in INCOMING_COLUMNS if name not in places.column_names]
     if absent:
         raise InvalidInput(f"places table lacks columns {absent}; needed: {list(INCOMING_COLUMNS)}")
@@ -141,6 +121,19 @@ def incoming(places: pa.Table) -> pa.Table:
     with in_memory() as memory:
         memory.register("incoming", rows)
         return memory.execute(f"SELECT {select} FROM incoming").to_arrow_table()
+
+
+def _with_sources_and_closed(places: pa.Table) -> pa.Table:
+    """``places`` with a sources column (none where absent) and a closed one that is never null (open where absent)."""
+    if "sources" not in places.column_names:
+        places = places.append_column("sources", pa.nulls(places.num_rows, pa.string()))
+    closed = (
+        places["closed"].cast(pa.bool_()) if "closed" in places.column_names else pa.nulls(places.num_rows, pa.bool_())
+    )
+    closed = pc.fill_null(closed, False)
+    if "closed" in places.column_names:
+        return places.set_column(places.schema.get_field_index("closed"), "closed", closed)
+    return places.append_column("closed", closed)
 
 
 def write(
@@ -158,19 +151,16 @@ def write(
     (``Store.write_import``)."""
     written_at = now or datetime.now(UTC)
     others = tx.rows(OTHERS_ON_THEIR_WAY, **params, **rule(written_at), stamp=stamp)
-    tx.run(CREATE_INCOMING)
+    tx.run(landing.CREATE_INCOMING)
     tx.load_incoming_places(places)
     # Recorded first: the upsert locks the pairs' rows, so a second writer of the same pairs (an analyst's
     # re-materialisation) waits for this one and then replaces its places rather than colliding with them.
     recorded = tx.rows(RECORD_IMPORTS, **params, release=release, now=written_at)
     compared = drift_gate.measure(tx, params, release) if gate is not None else {}
     holding = drift_gate.hold(tx, compared, gate, written_at) if gate is not None and not accept else {}
-    landing = pair_params(pair for pair in run.pairs if pair not in holding) if holding else params
-    if landing["areas"]:
-        drift_gate.forget(tx, landing)
-        changes.record(tx, landing, release, written_at)
-        tx.run(DELETE_PLACES, **landing)
-        tx.run(INSERT_PLACES, **landing, release=release)
+    landing_pairs = pair_params(pair for pair in run.pairs if pair not in holding) if holding else params
+    if landing_pairs["areas"]:
+        landing.land(tx, landing_pairs, release, written_at)
     if now is None:
         tx.run(STAMP_IMPORTS, **params, committed_at=datetime.now(UTC))
     return WrittenImport(

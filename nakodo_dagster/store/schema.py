@@ -491,6 +491,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE campaign_businesses ADD COLUMN removed_in TEXT",
         ),
     ),
+    (
+        19,
+        (
+            # A place's source records, Overture's sources[] as 'dataset:record_id' joined by '|' in sorted order:
+            # the first evidence that a reissued id is the same business (store/changes.py). NULL for rows written
+            # before, or by a reader that had none.
+            "ALTER TABLE places ADD COLUMN sources TEXT",
+            "ALTER TABLE held_places ADD COLUMN sources TEXT",
+            # Held rows keep the places Overture marks permanently_closed, which never list as businesses: an
+            # acceptance records the closures as an import does.
+            "ALTER TABLE held_places ADD COLUMN closed BOOLEAN DEFAULT FALSE",
+            # A change that closed a place: old_id alone, with closed (a removal has it false).
+            "ALTER TABLE place_changes ADD COLUMN closed BOOLEAN DEFAULT FALSE",
+            # The release a business was marked permanently closed in; NULL while it operates.
+            "ALTER TABLE campaign_businesses ADD COLUMN closed_in TEXT",
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.

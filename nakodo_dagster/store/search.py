@@ -33,7 +33,9 @@ RADIANS_PER_DEGREE = math.pi / 180
 
 HALF_RADIANS_PER_DEGREE = math.pi / 360
 
-# removed_in: the Overture release the business was removed in (closed, merged), or None while it is listed.
+# removed_in: the Overture release the business left the listing in, or None while it is listed. closed_in: the
+# release that marked it permanently closed, or None while it operates. Columns only ever join at the end: a
+# spreadsheet reading the CSV by position keeps working.
 RESULT_COLUMNS = (
     "id",
     "name",
@@ -46,6 +48,7 @@ RESULT_COLUMNS = (
     "phones",
     "country",
     "removed_in",
+    "closed_in",
 )
 
 SEARCH_STATE = """
@@ -190,7 +193,7 @@ SET requested_at = excluded.requested_at,
 """
 
 CAMPAIGN_POINTS = """
-SELECT lat, lng, removed_in IS NOT NULL FROM campaign_businesses WHERE campaign_id = $campaign_id
+SELECT lat, lng, removed_in IS NOT NULL, closed_in IS NOT NULL FROM campaign_businesses WHERE campaign_id = $campaign_id
 ORDER BY distance_km NULLS LAST, place_id LIMIT $limit
 """
 

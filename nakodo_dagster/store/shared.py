@@ -31,10 +31,11 @@ PAIRS = "(SELECT unnest($areas::TEXT[]) AS area, unnest($categories::TEXT[]) AS 
 
 # A place's columns, as places (and the drift gate's held_places) keep them, and the incoming rows (alias i) as
 # places of $release.
-PLACE_COLUMNS = "area, category, id, name, lat, lng, confidence, address, country, websites, phones, release"
+PLACE_COLUMNS = "area, category, id, name, lat, lng, confidence, address, country, websites, phones, release, sources"
 
 INCOMING_AS_PLACES = (
-    "i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites, i.phones, $release"
+    "i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites, i.phones, "
+    "$release, i.sources"
 )
 
 IMPORT_COLUMNS = "area, category, release, rows, imported_at, failure"

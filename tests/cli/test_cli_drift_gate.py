@@ -3,6 +3,8 @@ accept` lands one, and bad input is one clear error, exit 2, with nothing writte
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +13,7 @@ from store_helpers import count_places
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
-from nakodo_dagster.placement import import_runs
+from nakodo_dagster.placement import PointLocation, Targeting, import_runs
 from nakodo_dagster.store import ReleasePairs, open_store
 
 CELL = "cell:53.5,-2"
@@ -80,3 +82,20 @@ def test_bad_input_is_one_error_and_writes_nothing(nakodo, database_url, written
     assert written() == before
     (held,) = open_store(database_url).held_imports()
     assert (held.area, held.category, held.drift.after) == (CELL, "pub", 4)
+
+
+def test_accepting_marks_the_businesses_the_new_release_no_longer_lists(nakodo, database_url):
+    _hold(database_url)
+    store = open_store(database_url)
+    # A campaign that searched while the pair held the old release's 40 pubs.
+    campaign = store.add_campaign("Leeds pubs", Targeting((PointLocation(53.7, -1.6, 5),), ("pub",)))
+    store.add_campaign_businesses(campaign, datetime.now(UTC))
+    assert len(store.campaign_results(campaign)) == 40
+
+    nakodo("imports", "accept", CELL, "pub")
+    store.add_campaign_businesses(campaign, datetime.now(UTC) + timedelta(minutes=2))
+
+    table = nakodo("results", str(campaign), "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert table.splitlines()[0].endswith(",country,removed_in,closed_in")
+    assert {row["id"]: row["removed_in"] for row in rows} == {f"pub-{i}": "" if i < 4 else NEW for i in range(40)}

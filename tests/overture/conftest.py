@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from overture_helpers import BUCKET, CURRENT, PREFIX, PREVIOUS, s3_client, upload_releases
 
-from bench.independent import Row, expected_rows
+from bench.independent import ReadRow, expected_read
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.placement import ImportRun
 
@@ -47,6 +47,6 @@ def s3_root(s3_bucket: str, s3_server: str, monkeypatch) -> str:
 
 
 @pytest.fixture
-def expected(sample_root: Path) -> Callable[[str, ImportRun], list[Row]]:
+def expected(sample_root: Path) -> Callable[[str, ImportRun], list[ReadRow]]:
     """expected(release, run): the rows an independent reading of the sample release gives for the run."""
-    return lambda release, run: expected_rows(sample_root, release, run)
+    return lambda release, run: expected_read(sample_root, release, run)

@@ -168,7 +168,7 @@ def test_sample_release_writes_a_next_release_and_its_changelog(tmp_path):
     [
         (["--changelog", "changes"], "write it with a next release's drift"),
         (["--edited", "1.5"], "edited 1.5 is not allowed: use a share from 0 to under 1"),
-        (["--edited", "0.6", "--reissued", "0.5"], "edited and reissued together must be under 1"),
+        (["--edited", "0.6", "--reissued", "0.5"], "together must be under 1"),
     ],
 )
 def test_a_changelog_or_drift_that_cannot_be_right_exits_2_saying_why(tmp_path, arguments, message):

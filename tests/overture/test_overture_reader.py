@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from overture_helpers import CURRENT, PREVIOUS, block_run, fiji_run
 
-from bench.independent import expected_rows
+from bench.independent import expected_read
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.fetch import StaleIndex
 from nakodo_dagster.overture.reader import PLACES_SCHEMA, longitude_ranges, query_column, query_tables, read_places
@@ -30,8 +30,9 @@ def _rows(result) -> list[tuple]:
     return [tuple(row.values()) for row in result.table.to_pylist()]
 
 
-def _names(result) -> set[str]:
-    return set(result.table.column("name").to_pylist())
+def _names(result, closed: bool = False) -> set[str]:
+    """The names of the places read: those listed, or those read as closed."""
+    return {row["name"] for row in result.table.to_pylist() if row["closed"] == closed}
 
 
 @pytest.mark.parametrize("release", [CURRENT, PREVIOUS])
@@ -87,12 +88,17 @@ def test_a_fetch_failing_after_row_groups_landed_raises_its_own_error(sample_roo
         query_tables(block_run(52.0, -2.0), CURRENT, landing())
 
 
-def test_a_block_leaves_out_unsure_and_permanently_closed_places(index_dir, sample_root):
-    names = _names(read_places(block_run(52.0, -2.0), str(sample_root), CURRENT, index_dir=index_dir))
+def test_a_block_leaves_out_unsure_places_and_reads_permanently_closed_ones_as_closed(index_dir, sample_root):
+    result = read_places(block_run(52.0, -2.0), str(sample_root), CURRENT, index_dir=index_dir)
+    names = _names(result)
     assert "Closed For Now Pub" in names
     assert "Half Sure Cafe" in names
     assert "Closed For Good Pub" not in names
     assert "Maybe Cafe" not in names
+    assert "Closed For Good Pub" in _names(result, closed=True)
+    # Overture sets a closed place's confidence to 0: read as closed all the same, never as a business.
+    closed = [row for row in result.table.to_pylist() if row["closed"]]
+    assert any(row["confidence"] == 0 for row in closed) and all(row["sources"] for row in closed)
 
 
 def test_releases_without_operating_status_keep_places_overture_had_not_yet_marked(index_dir, sample_root):
@@ -241,7 +247,7 @@ def test_bboxes_of_floats_as_overture_ships_them_read_the_same_places(index_dir,
         pq.write_table(table, folder / path.name, row_group_size=40)
     run = block_run(52.0, -2.0)
     result = read_places(run, str(tmp_path), CURRENT, index_dir=index_dir)
-    assert _rows(result) == expected_rows(tmp_path, CURRENT, run)
+    assert _rows(result) == expected_read(tmp_path, CURRENT, run)
     doubles = read_places(run, str(sample_root), CURRENT, index_dir=index_dir).table
     assert result.table.select(["id", "category", "area"]).equals(doubles.select(["id", "category", "area"]))
 

@@ -12,7 +12,7 @@ import pytest
 
 from nakodo_dagster.overture.reader import PLACES_SCHEMA
 from nakodo_dagster.placement import ImportRun, Needs, import_runs
-from nakodo_dagster.store import Store, changes, drift_gate, marks, migrate, needs, open_store, progress
+from nakodo_dagster.store import Store, Transaction, landing, marks, migrate, needs, open_store, progress
 from nakodo_dagster.store import imports as store_imports
 from nakodo_dagster.store import search as store_search
 from nakodo_dagster.store.models import SearchProgress
@@ -78,26 +78,43 @@ RETURNING area, category, rows
 """
 
 
+# How a release before version 19 put an import's rows in places: without their source records.
+_INSERT_PLACES_BEFORE_VERSION_19 = f"""
+INSERT INTO places (area, category, id, name, lat, lng, confidence, address, country, websites, phones, release)
+SELECT i.area, i.category, i.id, i.name, i.lat, i.lng, i.confidence, i.address, i.country, i.websites, i.phones,
+       $release
+FROM incoming_places AS i JOIN {PAIRS} AS pair ON pair.area = i.area AND pair.category = i.category
+"""
+
+
+def _land_before_version_15(tx: Transaction, pairs: dict[str, list[str]], release: str, now: datetime) -> None:
+    tx.run(landing.DELETE_PLACES, **pairs)
+    tx.run(_INSERT_PLACES_BEFORE_VERSION_19, **pairs, release=release)
+
+
 @contextmanager
 def writing_before_version_15() -> Iterator[None]:
     """Imports written as a release before version 15 wrote them: without clearing what the drift gate held, whose
     tables came with that version, nor the release their places came from (version 17), nor what changed about
-    their ids (version 18)."""
+    their ids (version 18), nor their source records (version 19)."""
     with pytest.MonkeyPatch.context() as before:
-        before.setattr(drift_gate, "forget", lambda tx, pairs: None)
+        before.setattr(landing, "land", _land_before_version_15)
         before.setattr(store_imports, "RECORD_IMPORTS", _RECORD_IMPORTS_BEFORE_VERSION_17)
-        before.setattr(changes, "record", lambda tx, pairs, release, now: None)
         yield
 
 
 @contextmanager
 def reading_before_version_18() -> Iterator[None]:
-    """A campaign's results read as a release before version 18 read them: without removed_in (None here)."""
+    """A campaign's results read as a release before version 18 read them: without removed_in nor closed_in (None
+    here)."""
     with pytest.MonkeyPatch.context() as before:
         before.setattr(
             store_search,
             "CAMPAIGN_RESULTS",
-            store_search.CAMPAIGN_RESULTS.replace(", removed_in FROM", ", CAST(NULL AS TEXT) AS removed_in FROM"),
+            store_search.CAMPAIGN_RESULTS.replace(
+                ", removed_in, closed_in FROM",
+                ", CAST(NULL AS TEXT) AS removed_in, CAST(NULL AS TEXT) AS closed_in FROM",
+            ),
         )
         yield
 

@@ -168,6 +168,7 @@ def test_businesses_match_an_independent_geodesic_computation(store, targeting):
         "phones",
         "country",
         "removed_in",
+        "closed_in",
     }
 
     assert store.add_campaign_businesses(campaign, NOW + timedelta(minutes=2)) == (0, total)
@@ -446,7 +447,7 @@ def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url,
 
     store.migrate()
 
-    assert schema_version(store) == MIGRATIONS[-1][0] == 18
+    assert schema_version(store) == MIGRATIONS[-1][0] == 19
     assert [store.campaign_results(campaign) for campaign in campaigns] == held
     # The search goes on from what each campaign holds: only the places landed since, each once.
     new_rows = _random_places(rng, 300, "q")

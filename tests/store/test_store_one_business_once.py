@@ -10,7 +10,7 @@ import pytest
 from store_helpers import NOW, places_table, run_for
 
 from nakodo_dagster.placement import PointLocation, Targeting
-from nakodo_dagster.store.changes import SAME_PLACE_METRES
+from nakodo_dagster.same_business import REISSUE_METRES
 
 R1, R2, R3 = "2026-09-17.0", "2026-10-15.0", "2026-11-18.0"
 CELL, NEIGHBOUR = "cell:53.5,-2", "cell:53.5,-1.5"
@@ -60,7 +60,7 @@ RELEASE_3 = [
     _cafe("b", "Bean There", 53.81),
     _cafe("d", "Dalton's", 53.83, lng=-1.45, area=NEIGHBOUR),
     _cafe("e", "Espresso", 53.85),
-    _cafe("e-far", "Espresso", 53.85 + (SAME_PLACE_METRES + 20) * METRE),
+    _cafe("e-far", "Espresso", 53.85 + (REISSUE_METRES + 20) * METRE),
     _cafe("s2", "Starbucks", 53.84 + 2 * METRE),
     _cafe("t2", "Starbucks", 53.84 + 31 * METRE),
 ]
@@ -102,12 +102,12 @@ def test_a_campaign_holding_a_business_under_both_ids_keeps_it_once(store):
     assert total == 2
 
 
-@pytest.mark.parametrize("metres", [SAME_PLACE_METRES - 5, SAME_PLACE_METRES + 5])
+@pytest.mark.parametrize("metres", [REISSUE_METRES - 5, REISSUE_METRES + 5])
 def test_a_reissued_id_is_followed_within_the_distance_only(store, metres):
     campaign = store.add_campaign("Leeds", LEEDS)
     _write(store, R1, [_cafe("a1", "Nero", 53.80)], hours=0)
     store.add_campaign_businesses(campaign, NOW + timedelta(hours=1))
     _write(store, R2, [_cafe("a2", "Nero", 53.80 + metres * METRE)], hours=2)
     store.add_campaign_businesses(campaign, NOW + timedelta(hours=3))
-    expected = {"a2": None} if metres <= SAME_PLACE_METRES else {"a1": R2, "a2": None}
+    expected = {"a2": None} if metres <= REISSUE_METRES else {"a1": R2, "a2": None}
     assert _results(store, campaign) == expected

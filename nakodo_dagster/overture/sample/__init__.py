@@ -21,7 +21,7 @@ from them is in ``places``, the columns' types in ``schema``, the ids in ``ids``
 ``drift`` and the release's files in ``writer``. What the rest of the project uses is importable from here.
 """
 
-from nakodo_dagster.overture.sample.drift import ReleaseDrift
+from nakodo_dagster.overture.sample.drift import OVERTURE_MONTH, ReleaseDrift
 from nakodo_dagster.overture.sample.ids import random_uuid_words, uuid_strings
 from nakodo_dagster.overture.sample.schema import SCHEMAS, places_schema
 from nakodo_dagster.overture.sample.tables import CITIES, FIXED_PLACES, TAXONOMY, border_country
@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_RELEASE",
     "DEFAULT_ROWS",
     "FIXED_PLACES",
+    "OVERTURE_MONTH",
     "SCHEMAS",
     "TAXONOMY",
     "ReleaseDrift",

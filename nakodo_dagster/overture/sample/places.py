@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -64,6 +65,11 @@ class Places:
     record: np.ndarray
     id_words: np.ndarray
     fixed_name: np.ndarray
+    # A second source record (a place two were merged into cites both), -1 where none.
+    dataset2: np.ndarray
+    record2: np.ndarray
+    # The source record of the place this one lists a second time, -1 for a place of its own.
+    duplicate_of: np.ndarray
 
     @classmethod
     def generate(cls, rows: int, rng: np.random.Generator) -> Places:
@@ -132,6 +138,9 @@ class Places:
             fixed_name=np.concatenate(
                 [np.array([f.name for f in fixed], dtype=object), np.full(n, None, dtype=object)]
             ),
+            dataset2=np.full(rows, -1),
+            record2=np.full(rows, -1, dtype=np.int64),
+            duplicate_of=np.full(rows, -1, dtype=np.int64),
         )
 
     def _take(self, index: np.ndarray) -> Places:
@@ -164,22 +173,105 @@ class Places:
             extra.alternate[:] = -1
             parts.append(extra)
         later = Places._concat(parts)
-        if drift.edited or drift.reissued:
-            later._edit_and_reissue(drift, np.random.default_rng(rng.integers(2**63)), kept=int(keep.sum()))
+        if any(drift.kept_shares()) or drift.merged:
+            later = later._change_kept(drift, np.random.default_rng(rng.integers(2**63)), kept=int(keep.sum()))
         return later
 
-    def _edit_and_reissue(self, drift: ReleaseDrift, rng: np.random.Generator, kept: int) -> None:
-        """Edit and reissue shares of the first ``kept`` places (those carried over), never the fixed ones."""
+    def _change_kept(self, drift: ReleaseDrift, rng: np.random.Generator, kept: int) -> Places:
+        """These places with shares of the first ``kept`` (those carried over, never the fixed ones) changed as
+        ``drift`` says; each place changes in one way at most."""
         carried = np.zeros(len(self.lat), dtype=bool)
         carried[len(FIXED_PLACES) : kept] = True
         draw = rng.random(len(self.lat))
-        edited = carried & (draw < drift.edited)
-        reissued = carried & (draw >= drift.edited) & (draw < drift.edited + drift.reissued)
+        bounds = np.cumsum((0.0, *drift.kept_shares()))
+        edited, reissued, moved, resourced, closed, split, duplicated = (
+            carried & (draw >= low) & (draw < high) for low, high in itertools.pairwise(bounds)
+        )
         self.adjective[edited] = (self.adjective[edited] + 1) % len(ADJECTIVES)
         self.confidence[edited] = np.round(rng.beta(5.0, 2.0, int(edited.sum())), 4)
         # Overture raises a feature's version when its data changes.
         self.version[edited] += 1
         self.id_words[reissued] = random_uuid_words(rng, int(reissued.sum()))
+        if not any(drift.kept_shares()[2:]) and not drift.merged:
+            # What a month of edits and reissues alone has always written: no more draws.
+            return self
+        self._reissue_moved(np.flatnonzero(moved), 80.0, 150.0, rng)
+        self._respell(np.flatnonzero(moved), rng)
+        self._resource(np.flatnonzero(resourced), rng)
+        shut = np.flatnonzero(closed)
+        self.status[shut] = STATUSES.index("permanently_closed")
+        self.confidence[shut[rng.random(len(shut)) < 0.5]] = 0.0
+        self.version[shut] += 1
+        parts = [self, self._split(np.flatnonzero(split), rng), self._duplicate(np.flatnonzero(duplicated), rng)]
+        # Only places no other change touched this month merge: each cites its records of the month before.
+        merged_away = self._merge(carried & (draw >= bounds[-1]), drift.merged, rng)
+        later = Places._concat(parts)
+        return later._take(np.setdiff1d(np.arange(len(later.lat)), merged_away))
+
+    def _reissue_moved(self, rows: np.ndarray, low_metres: float, high_metres: float, rng: np.random.Generator) -> None:
+        """The places at ``rows`` under new ids, each moved a distance from ``low_metres`` to ``high_metres``."""
+        self.id_words[rows] = random_uuid_words(rng, len(rows))
+        self.lat[rows], self.lng[rows] = _moved(self.lat[rows], self.lng[rows], low_metres, high_metres, rng)
+        self.version[rows] = 0
+
+    def _respell(self, rows: np.ndarray, rng: np.random.Generator) -> None:
+        """The places at ``rows`` spelled another way, as sources do: a letter dropped, two swapped, the town added,
+        or all in capitals."""
+        nouns = [c.noun for c in TAXONOMY]
+        for row, how, where in zip(rows, rng.integers(0, 4, len(rows)), rng.random(len(rows)), strict=True):
+            name = self.fixed_name[row] or f"{ADJECTIVES[self.adjective[row]]} {nouns[self.category[row]]}"
+            at = 1 + int(where * (len(name) - 2))
+            ways = (
+                name[:at] + name[at + 1 :],
+                name[:at] + name[at + 1] + name[at] + name[at + 2 :],
+                name.upper(),
+                f"{name} {self.locality[row]}".strip(),
+            )
+            # Two letters alike swapped, or a name in capitals already, would spell it the same: the next way does not.
+            self.fixed_name[row] = next(way for way in (*ways[how:], *ways[:how]) if way != name)
+
+    def _resource(self, rows: np.ndarray, rng: np.random.Generator) -> None:
+        """The places at ``rows`` under new ids and new source records of another dataset, up to 120 m off, half of
+        them spelled another way."""
+        self._reissue_moved(rows, 0.0, 120.0, rng)
+        self.dataset[rows] = (self.dataset[rows] + 1) % len(DATASETS)
+        self.record[rows] = rng.integers(10**14, 10**15, len(rows))
+        self._respell(rows[rng.random(len(rows)) < 0.5], rng)
+
+    def _split(self, rows: np.ndarray, rng: np.random.Generator) -> Places:
+        """The places at ``rows`` become two: they come back under new ids, and the second parts, another business's
+        name 30 to 80 m off under new ids too, cite the same source record. Returns the second parts."""
+        self.id_words[rows] = random_uuid_words(rng, len(rows))
+        second = self._take(rows)
+        second._reissue_moved(np.arange(len(rows)), 30.0, 80.0, rng)
+        second.adjective = (second.adjective + len(ADJECTIVES) // 2) % len(ADJECTIVES)
+        second.fixed_name[:] = None
+        return second
+
+    def _duplicate(self, rows: np.ndarray, rng: np.random.Generator) -> Places:
+        """Second listings of the places at ``rows``, by another dataset, 5 to 30 m off and spelled another way."""
+        second = self._take(rows)
+        everyone = np.arange(len(rows))
+        second._reissue_moved(everyone, 5.0, 30.0, rng)
+        second._respell(everyone, rng)
+        second.duplicate_of = self.record[rows].copy()
+        second.dataset = (second.dataset + 1) % len(DATASETS)
+        second.record = rng.integers(10**14, 10**15, len(rows))
+        return second
+
+    def _merge(self, untouched: np.ndarray, share: float, rng: np.random.Generator) -> np.ndarray:
+        """A ``share`` of the ``untouched`` second listings merged into the place they duplicate, if it is untouched
+        too: it comes back under a new id citing both source records. Returns the rows of the second listings, to be
+        taken out."""
+        listings = np.flatnonzero(untouched & (self.duplicate_of >= 0))
+        listings = listings[rng.random(len(listings)) < share]
+        original = {int(record): row for row, record in enumerate(self.record) if untouched[row]}
+        pairs = [(original[int(self.duplicate_of[d])], d) for d in listings if int(self.duplicate_of[d]) in original]
+        into = np.array([place for place, _ in pairs], dtype=np.int64)
+        away = np.array([listing for _, listing in pairs], dtype=np.int64)
+        self.id_words[into] = random_uuid_words(rng, len(into))
+        self.dataset2[into], self.record2[into] = self.dataset[away], self.record[away]
+        return away
 
     def table(self, rows: np.ndarray, schema: str, arrow_schema: pa.Schema) -> pa.Table:
         """The places at the given indices as an Arrow table in the given flavour."""
@@ -250,20 +342,27 @@ class Places:
         return _optional_list(names, alternate >= 0)
 
     def _sources(self, rows: np.ndarray, confidence: np.ndarray) -> pa.Array:
-        n = len(rows)
+        """Each place's source records: its own, and a second where two places were merged into it."""
+        counts = 1 + (self.record2[rows] >= 0)
+        owner = np.repeat(np.arange(len(rows)), counts)
+        second = np.arange(len(owner)) > np.repeat(np.cumsum(counts) - counts, counts)
+        dataset = np.where(second, self.dataset2[rows][owner], self.dataset[rows][owner])
+        record = np.where(second, self.record2[rows][owner], self.record[rows][owner])
+        m = len(owner)
         source = pa.StructArray.from_arrays(
             [
-                pa.array([""] * n),
-                pc.take(pa.array(DATASETS), self.dataset[rows]),
-                pa.nulls(n, pa.string()),
-                pa.array(self.record[rows]).cast(pa.string()),
-                pa.array(["2026-10-01T00:00:00.000Z"] * n),
-                pa.array(confidence, pa.float64(), from_pandas=True),
-                pa.nulls(n, pa.list_(pa.float64())),
+                pa.array([""] * m),
+                pc.take(pa.array(DATASETS), dataset),
+                pa.nulls(m, pa.string()),
+                pa.array(record).cast(pa.string()),
+                pa.array(["2026-10-01T00:00:00.000Z"] * m),
+                pa.array(confidence[owner], pa.float64(), from_pandas=True),
+                pa.nulls(m, pa.list_(pa.float64())),
             ],
             fields=list(SOURCE_TYPE),
         )
-        return pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), source)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        return pa.ListArray.from_arrays(pa.array(offsets), source)
 
     def _addresses(self, rows: np.ndarray) -> pa.Array:
         counts = self.addresses[rows]
@@ -290,6 +389,18 @@ class Places:
         )
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         return pa.ListArray.from_arrays(pa.array(offsets), entries, mask=pa.array(counts == 0))
+
+
+def _moved(
+    lat: np.ndarray, lng: np.ndarray, low_metres: float, high_metres: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The points moved each a distance from ``low_metres`` to ``high_metres`` in a random direction, to 7 decimals
+    as Overture's coordinates are."""
+    metres = rng.uniform(low_metres, high_metres, len(lat))
+    bearing = rng.uniform(0.0, 2 * np.pi, len(lat))
+    north = metres * np.cos(bearing) / (KM_PER_DEGREE * 1000)
+    east = metres * np.sin(bearing) / (KM_PER_DEGREE * 1000 * np.maximum(np.cos(np.radians(lat)), MIN_COS_LAT))
+    return np.round(np.clip(lat + north, -90.0, 90.0), 7), np.round((lng + east + 180.0) % 360.0 - 180.0, 7)
 
 
 def _optional_list(values: pa.Array, present: np.ndarray) -> pa.Array:
