@@ -61,14 +61,15 @@ from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_ret
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 
 # --- Only the tests and the bench -------------------------------------------------------------------------------
-# The instance's config as Dagster validates it (deploy/ and dagster.yaml checked without a cluster or a server).
+# The instance's config as Dagster validates it: deploy/ and dagster.yaml checked without a cluster or a server
+# (the public DagsterInstance.from_config would connect to the storage they name).
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
 from dagster._serdes.config_class import class_from_code_pointer
 
 # Where a run's code lives, as the webserver, the daemon and dagster-k8s's launcher record it, and a code location
-# loaded in the test's own process. Replaced by the public `dg.instance_for_test` alone wherever a test needs no
-# code location (most do not); the ones here run what the daemon runs.
+# loaded in the test's own process. Most tests need none and use `dg.instance_for_test` alone; those that run what
+# the daemon runs need a code location, and Dagster has no public way to load one.
 from dagster._core.code_pointer import ModuleCodePointer
 from dagster._core.definitions.reconstruct import ReconstructableJob
 from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
@@ -86,7 +87,8 @@ from dagster._daemon.backfill import execute_backfill_iteration
 from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
 # What the daemons and the UI record and read: a backfill's status, a sensor's ticks, a tick's result, a check's
-# latest execution for one partition, a run requested under a run key.
+# latest execution for one partition, a run requested under a run key. Replaced by the GraphQL queries the UI makes
+# (dagster_graphql's test utilities), at the cost of a query and a loaded workspace in each test.
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.scheduler.instigation import TickStatus
@@ -94,7 +96,8 @@ from dagster._core.definitions.sensor_definition import SensorExecutionData
 from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-# How a run worker turns SIGINT and SIGTERM into DagsterExecutionInterruptedError inside a step.
+# How a run worker turns SIGINT and SIGTERM into DagsterExecutionInterruptedError inside a step: the tests deliver
+# a cancel as a worker receives it. Replaced by nothing public short of running a whole worker.
 from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 # isort: on
 
