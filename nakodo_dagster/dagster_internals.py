@@ -33,8 +33,8 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 
-# The console logger's records carry their Dagster event under this attribute: the worker prints a run failure's
-# line without the step's traceback, already printed above it. No public reader of a log record's event exists.
+# The console logger's records carry their Dagster event under this attribute: a run's worker prints each failure
+# in one line from it (terminal.py). No public reader of a log record's event exists.
 from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 
 # The embedded default's SQLite event log, whose files (the index shard and the run's own) a worker keeps open while

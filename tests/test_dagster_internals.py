@@ -263,7 +263,7 @@ def _failing_job() -> None:
 
 
 def test_a_run_failures_log_record_carries_its_event_which_repeats_the_steps_error():
-    # The worker's console logger prints a run failure's line without the step's error it repeats (launcher.py).
+    # A run's worker prints each failure in one line, a run's failure pointing at its step's (terminal.py).
     _Kept.records.clear()
     with dg.instance_for_test() as instance:
         result = _failing_job.execute_in_process(
@@ -281,7 +281,8 @@ def test_a_run_failures_log_record_carries_its_event_which_repeats_the_steps_err
         if id(record) in events and events[id(record)].event_type == dg.DagsterEventType.RUN_FAILURE
     ]
     assert isinstance(data, JobFailureData) and data.first_step_failure_event is not None and data.error
-    assert isinstance(record.msg, str) and record.msg.endswith(f"\n\n{data.error.to_string()}")
+    appended = getattr(data, "error_display_string", data.error.to_string())
+    assert isinstance(record.msg, str) and record.msg.endswith(f"\n\n{appended}")
     assert "the step's own error" in data.error.to_string()
 
 
