@@ -14,7 +14,7 @@ export NAKODO_OVERTURE_RELEASE ?=
 export NAKODO_OVERTURE_INDEX ?=
 export DAGSTER_HOME ?= $(DATA)/dagster_home
 
-.PHONY: run test lint format bench clean
+.PHONY: run test test-dagster-latest lint format bench clean
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff format --check nakodo_dagster tests bench scripts
 	$(DG) check defs
 	$(BIN)/pytest
+
+# Is an upgrade safe? The Dagster-level tests on the newest Dagster 1.13 whose packages install together, in a
+# scratch virtualenv (the rest at the lock's versions); prints the Dagster versions it installed and the newest out.
+test-dagster-latest:
+	$(PYTHON) scripts/test_dagster_latest.py
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check nakodo_dagster tests bench scripts

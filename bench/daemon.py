@@ -28,11 +28,10 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 import yaml
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from bench.policy import scratch_database
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import WorkspaceFileTarget, WorkspaceProcessContext
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.overture.sample import write_sample_release
 from nakodo_dagster.placement import BLOCK_DEGREES, ImportRun, cell, import_runs

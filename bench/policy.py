@@ -18,10 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 import dagster as dg
 import numpy as np
 import psycopg2
-from dagster._core.definitions.sensor_definition import SensorExecutionData
-from dagster._core.storage.tags import RUN_KEY_TAG
 
 from nakodo_dagster.assets.coverage import places_coverage_sensor
+from nakodo_dagster.dagster_internals import RUN_KEY_TAG, SensorExecutionData
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.jobs.search_campaigns import searched_campaign_ids

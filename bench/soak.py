@@ -37,7 +37,6 @@ import numpy as np
 import psycopg2
 import pyarrow as pa
 import time_machine
-from dagster._core.events import DagsterEvent
 from tqdm import tqdm
 
 from bench.policy import (
@@ -176,7 +175,7 @@ def _report(
     instance: dg.DagsterInstance, run: dg.DagsterRun, event_type: dg.DagsterEventType, at: float | None = None
 ) -> None:
     """A run's start or end as its worker reports it, at ``at`` (a timestamp; now if None)."""
-    event = DagsterEvent(event_type.value, job_name=run.job_name)
+    event = dg.DagsterEvent(event_type.value, job_name=run.job_name)
     instance.report_dagster_event(event, run_id=run.run_id, timestamp=at)
 
 

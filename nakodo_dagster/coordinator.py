@@ -13,7 +13,6 @@ In production both therefore run the code server's image (deploy/production/valu
 from __future__ import annotations
 
 import dagster as dg
-from dagster._core.run_coordinator import SubmitRunContext
 
 from nakodo_dagster import tags
 from nakodo_dagster.imports.events import PLACES
@@ -22,11 +21,11 @@ from nakodo_dagster.imports.events import PLACES
 class ImportTaggingRunCoordinator(dg.QueuedRunCoordinator):
     """Dagster's queued run coordinator; a run that materialises places is tagged `nakodo/kind=import` first."""
 
-    def submit_run(self, context: SubmitRunContext) -> dg.DagsterRun:
+    def submit_run(self, context: dg.SubmitRunContext) -> dg.DagsterRun:
         run = context.dagster_run
         if run.asset_selection and PLACES in run.asset_selection and run.tags.get(tags.KIND) != tags.IMPORT_KIND:
             self._instance.add_run_tags(run.run_id, {tags.KIND: tags.IMPORT_KIND})
             tagged = self._instance.get_run_by_id(run.run_id)
             if tagged is not None:
-                context = SubmitRunContext(tagged, context.workspace)
+                context = dg.SubmitRunContext(tagged, context.workspace)
         return super().submit_run(context)

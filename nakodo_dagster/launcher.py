@@ -26,15 +26,23 @@ from multiprocessing.context import ForkServerContext
 from typing import IO, Any, Self
 
 import dagster as dg
-from dagster._core.execution import compute_logs
-from dagster._core.instance.ref import InstanceRef
-from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
-from dagster._core.storage.event_log import SqliteEventLogStorage
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
-from dagster._grpc.types import ExecuteRunArgs
-from dagster._serdes import ConfigurableClass, ConfigurableClassData, deserialize_value, serialize_value
 
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import (
+    INDEX_SHARD_NAME,
+    RUN_COMMAND_MODULE,
+    CheckRunHealthResult,
+    ConfigurableClass,
+    ConfigurableClassData,
+    ExecuteRunArgs,
+    InstanceRef,
+    LaunchRunContext,
+    RunLauncher,
+    SqliteEventLogStorage,
+    WorkerStatus,
+    execute_run_command,
+    replace_step_output_copier,
+)
 from nakodo_dagster.terminal import FailuresInOneLine
 
 # What every run worker imports before it reaches the project's code: the run command, and the libraries an
@@ -43,7 +51,7 @@ from nakodo_dagster.terminal import FailuresInOneLine
 # in Python values or an Arrow table, and DuckDB pyarrow.dataset (20 to 35 ms) the first time it is handed an Arrow
 # stream, as an import run's query over the fetched row groups is.
 DEFAULT_PRELOAD = (
-    "dagster._cli.api",
+    RUN_COMMAND_MODULE,
     "sqlalchemy",
     "alembic.command",
     "pyarrow.parquet",
@@ -65,15 +73,13 @@ def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
     """A run's worker: `dagster api execute_run <arguments>`, the command Dagster's launchers give a run's worker,
     in this (forked) process, with the environment the launching process had at launch, as a fresh process of its
     own would have it."""
-    from dagster._cli.api import execute_run_command
-
     os.environ.clear()
     os.environ.update(environment)
     logging.setLoggerClass(FailuresInOneLine)
-    compute_logs.tail_to_stream = _copy_to_stream
-    run = deserialize_value(arguments, ExecuteRunArgs)
+    replace_step_output_copier(_copy_to_stream)
+    run = dg.deserialize_value(arguments, ExecuteRunArgs)
     with _event_log_held_open(run.instance_ref, run.run_id):
-        execute_run_command.main(args=[arguments], standalone_mode=False)
+        execute_run_command(arguments)
 
 
 @contextlib.contextmanager
@@ -193,7 +199,7 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
         )
         worker = self._fork_server().Process(
             target=execute_run,
-            args=(serialize_value(arguments), dict(os.environ)),
+            args=(dg.serialize_value(arguments), dict(os.environ)),
             name=f"dagster-run-{run.run_id}",
         )
         # No handle is kept: multiprocessing forgets a finished worker at the next start, closing its descriptors.

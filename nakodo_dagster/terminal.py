@@ -14,10 +14,11 @@ import logging
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
+
+from nakodo_dagster.dagster_internals import LOG_RECORD_METADATA_ATTR
 
 if TYPE_CHECKING:
-    from dagster._utils.error import SerializableErrorInfo
+    from nakodo_dagster.dagster_internals import SerializableErrorInfo
 
 # Where the terminal's reader finds what a one-line failure leaves out.
 _IN_THE_UI = "its traceback is in the run's event log"

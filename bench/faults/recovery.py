@@ -4,13 +4,12 @@ new release landed."""
 from __future__ import annotations
 
 import dagster as dg
-from dagster._core.definitions.run_request import InstigatorType
-from dagster._core.scheduler.instigation import TickStatus
 
 from bench.faults.checks import import_rows_of, needed_pairs
 from bench.faults.inject import Fault
 from bench.faults.runs import run_pairs
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import InstigatorType, TickStatus
 from nakodo_dagster.placement import REQUESTED
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.store import Store

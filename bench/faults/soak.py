@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
 
 from bench.faults.checks import (
     broken_invariants,
@@ -52,6 +51,7 @@ from bench.faults.runs import (
     slots_held_by_ended_runs,
 )
 from bench.throwaway_postgres import ThrowawayPostgres
+from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG
 from nakodo_dagster.overture.releases import list_releases
 from nakodo_dagster.overture.sample import CITIES, write_sample_release
 from nakodo_dagster.placement import PointLocation, Targeting

@@ -11,17 +11,13 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-# Dagster 1.13 has no public way for an op to say which asset partitions it was materialising. The partition
-# status the UI shows is built from these planned events: a partition planned in a failed run and not materialised
-# since reads as failed. (Its failure events are not read back by the open-source event log.)
-from dagster._core.events import AssetMaterializationPlannedData, JobFailureData
-
-# Dagster's own decision whether a failed run is run again (run_retries in dagster.yaml), the one its retry daemon
-# acts on: a run whose worker, pod or daemon died is, a run whose step failed is not.
-from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
-from dagster._utils.error import SerializableErrorInfo
-
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import (
+    JobFailureData,
+    SerializableErrorInfo,
+    report_partition_planned,
+    should_retry,
+)
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.imports.run import run_stamp
@@ -99,11 +95,7 @@ def report_failed_partitions(
         if not (pair in rows and rows[pair].release != REQUESTED and rows[pair].imported_at > created)
     ]
     for area, category in failed:
-        planned = AssetMaterializationPlannedData(PLACES, partition=str(places_partition(area, category)))
-        instance.report_dagster_event(
-            dg.DagsterEvent.build_asset_materialization_planned_event(run.job_name, import_block.name, planned),
-            run.run_id,
-        )
+        report_partition_planned(instance, run, import_block.name, PLACES, str(places_partition(area, category)))
     return len(failed)
 
 

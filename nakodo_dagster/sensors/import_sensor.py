@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, admitted_runs, import_pace

@@ -9,8 +9,6 @@ from pathlib import Path
 from shlex import split
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
-from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.imports.events import PLACES
@@ -46,9 +44,10 @@ def test_a_failed_import_exits_1_shows_as_failed_and_retry_lifts_the_block(
     )
     assert "1 import run (1 failed)" in failed.stdout
     # As under the daemon, the UI shows the failed run's pair as a failed partition of places.
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-        status = get_and_update_asset_status_cache_value(instance, PLACES, PLACES_PARTITIONS)
-        failed_partitions = set(status.deserialize_failed_partition_subsets(PLACES_PARTITIONS).get_partition_keys())
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        keys = PLACES_PARTITIONS.get_partition_keys(dynamic_partitions_store=instance)
+        status = instance.get_status_by_partition(PLACES, keys, PLACES_PARTITIONS) or {}
+        failed_partitions = {key for key, state in status.items() if state == dg.AssetPartitionStatus.FAILED}
     assert failed_partitions == {str(places_partition(area, "cafe"))}
     assert "`nakodo imports retry AREA CATEGORY` overrides the block" in failed.stderr
     status = nakodo("imports", "status").stdout.splitlines()

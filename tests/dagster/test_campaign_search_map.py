@@ -9,12 +9,11 @@ from urllib.parse import parse_qs, urlsplit
 import dagster as dg
 import pyarrow as pa
 import pytest
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster_graphql.test.utils import execute_dagster_graphql
 
 from nakodo_dagster.assets.campaign_search import CAMPAIGN_SEARCH_DESCRIPTION, campaign_search
 from nakodo_dagster.campaign_map import MARKDOWN_IMAGE
+from nakodo_dagster.dagster_internals import EmptyWorkspaceTarget, WorkspaceProcessContext
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_run_config
 from nakodo_dagster.overture.reader import PLACES_SCHEMA

@@ -15,12 +15,12 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
-from dagster._core.event_api import PartitionKeyFilter
 from overture_helpers import CURRENT, PREVIOUS
 
 from bench.independent import expected_rows
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import places
+from nakodo_dagster.dagster_internals import PartitionKeyFilter
 from nakodo_dagster.drift import DriftLimits, PairDrift, drift_reasons
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports.events import NEW_RELEASE_WITHIN_DRIFT_GATE, PLACES

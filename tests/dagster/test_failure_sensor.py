@@ -21,21 +21,26 @@ import dagster as dg
 import duckdb
 import pytest
 import yaml
-from dagster._core.events import JobFailureData, RunFailureReason, StepFailureData
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG
-from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import EmptyWorkspaceTarget
-from dagster._daemon.auto_run_reexecution.auto_run_reexecution import consume_new_runs_for_automatic_reexecution
-from dagster._utils.error import SerializableErrorInfo
-from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT as RELEASE
 from store_helpers import count_places
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import places
+from nakodo_dagster.dagster_internals import (
+    AUTO_RETRY_RUN_ID_TAG,
+    EmptyWorkspaceTarget,
+    InProcessCodeLocationOrigin,
+    InProcessWorkspaceLoadTarget,
+    JobFailureData,
+    LoadableTargetOrigin,
+    RunFailureReason,
+    SerializableErrorInfo,
+    StepFailureData,
+    WorkspaceProcessContext,
+    capture_interrupts,
+    consume_new_runs_for_automatic_reexecution,
+    raise_interrupts_as,
+)
 from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports.events import PLACES
@@ -239,7 +244,7 @@ def test_an_older_run_failing_leaves_a_newer_mark_on_its_pair_alone(instance, re
 def test_a_run_cancelled_while_queued_frees_its_pairs(resources):
     # The project's queue: a run waits there until the daemon starts it, and the UI cancels it from there.
     with dg.instance_for_test(
-        overrides={"run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"}}
+        overrides={"run_coordinator": {"module": "dagster", "class": "QueuedRunCoordinator"}}
     ) as instance:
         store = resources["store"].store
         store.add_campaign("Leeds", LEEDS)
@@ -262,7 +267,7 @@ def _code_location(instance: dg.DagsterInstance) -> Iterator[WorkspaceProcessCon
     # Dagster warns about its own beta `owners` parameter whenever it binds resources to a sensor on load.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
-        target = InProcessTestWorkspaceLoadTarget(InProcessCodeLocationOrigin(origin))
+        target = InProcessWorkspaceLoadTarget(InProcessCodeLocationOrigin(origin))
         with WorkspaceProcessContext(instance, target) as process:
             yield process
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import dagster as dg
-from dagster._core.storage.tags import PRIORITY_TAG
 
 from nakodo_dagster import tags
 from nakodo_dagster.jobs.import_places import import_payload, import_places
@@ -41,7 +40,7 @@ class Queue:
 
     def waiting(self) -> list[dg.DagsterRun]:
         records = self.instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.NOT_STARTED]))
-        ordered = sorted(records, key=lambda r: (-int(r.dagster_run.tags.get(PRIORITY_TAG, 0)), r.storage_id))
+        ordered = sorted(records, key=lambda r: (-int(r.dagster_run.tags.get(tags.PRIORITY, 0)), r.storage_id))
         return [record.dagster_run for record in ordered]
 
     def start_next(self, count: int = IMPORT_SLOTS) -> list[dg.DagsterRun]:
@@ -83,7 +82,7 @@ def test_a_new_accounts_first_block_overtakes_another_accounts_backlog(instance,
         admitted = queue.tick()
 
     assert ("cell:53.5,-2", "pub") in pairs_of(admitted[0]), "the first run admitted is the small account's"
-    assert admitted[0].tags[PRIORITY_TAG] == "1" and admitted[0].tags[tags.LINE] == tags.FIRST_BLOCK_LINE
+    assert admitted[0].tags[tags.PRIORITY] == "1" and admitted[0].tags[tags.LINE] == tags.FIRST_BLOCK_LINE
     # In the queue, it goes before every run of the backlog that was waiting when it came.
     line = queue.waiting()
     small_run = next(i for i, run in enumerate(line) if ("cell:53.5,-2", "pub") in pairs_of(run))

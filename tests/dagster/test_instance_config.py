@@ -3,24 +3,26 @@ queue without idle gaps."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import time_machine
 import yaml
-from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
-from dagster._core.run_coordinator import SubmitRunContext
-from dagster._core.test_utils import freeze_time
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import EmptyWorkspaceTarget
-from dagster._daemon.daemon import MonitoringDaemon
-from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
-from dagster._time import get_current_datetime
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import places
+from nakodo_dagster.dagster_internals import (
+    EmptyWorkspaceTarget,
+    InProcessCodeLocationOrigin,
+    LoadableTargetOrigin,
+    MonitoringDaemon,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+    WorkspaceProcessContext,
+    runs_the_queue_starts,
+)
 from nakodo_dagster.definitions import defs
 from nakodo_dagster.imports.events import IMPORT_POOL, PLACES
 from nakodo_dagster.jobs.import_places import import_places
@@ -83,7 +85,7 @@ def test_runs_of_places_by_hand_or_backfill_queue_as_imports_two_at_a_time(path)
         search = run_of(CAMPAIGN_SEARCH)
         for run_id in [*by_hand, search]:
             # The queue's own step of DagsterInstance.submit_run (which first checks where the run's code lives).
-            context = SubmitRunContext(instance.get_run_by_id(run_id), workspace=None)  # type: ignore[arg-type]
+            context = dg.SubmitRunContext(instance.get_run_by_id(run_id), workspace=None)  # type: ignore[arg-type]
             instance.run_coordinator.submit_run(context)
 
         queued = [instance.get_run_by_id(run_id) for run_id in by_hand]
@@ -92,8 +94,7 @@ def test_runs_of_places_by_hand_or_backfill_queue_as_imports_two_at_a_time(path)
         }
         assert tags.KIND not in instance.get_run_by_id(search).tags
         # What the daemon's queue would start now: two imports, and the search, which no import limit holds.
-        daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
-        chosen = daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), fixed_iteration_time=None)
+        chosen = runs_the_queue_starts(instance)
         assert sorted(run.run_id in by_hand for run in chosen) == [False, True, True]
 
 
@@ -141,7 +142,7 @@ def test_a_run_that_ended_holding_an_import_slot_gives_it_back(path):
         )
 
         grace = instance.run_monitoring_settings.get("free_slots_after_run_end_seconds") or 0
-        with freeze_time(get_current_datetime() + timedelta(seconds=max(grace, KILL_GRACE_SECONDS) + 1)):
+        with time_machine.travel(datetime.now(UTC) + timedelta(seconds=max(grace, KILL_GRACE_SECONDS) + 1), tick=False):
             _monitor(instance)
         assert storage.claim_concurrency_slot(IMPORT_POOL, waiting.run_id, "_reads").is_claimed
         assert grace > max(KILL_GRACE_SECONDS, POD_GRACE_SECONDS)

@@ -17,12 +17,10 @@ from typing import IO
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.definitions.reconstruct import ReconstructableJob
-from dagster._core.launcher import WorkerStatus
-from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
 from nakodo_dagster import launcher as launcher_module
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import ReconstructableJob, WorkerStatus, check_run_timeout
 from nakodo_dagster.imports.failure import run_overrun
 from nakodo_dagster.launcher import ForkserverRunLauncher
 
@@ -148,7 +146,7 @@ def test_the_embedded_default_forks_each_runs_worker_from_the_fork_server(instan
 _LAUNCH_AND_WAIT = """
 import sys, time
 import dagster as dg
-from dagster._core.definitions.reconstruct import ReconstructableJob
+from nakodo_dagster.dagster_internals import ReconstructableJob
 
 with dg.DagsterInstance.from_config(sys.argv[1]) as instance:
     recon = ReconstructableJob.for_file(sys.argv[2], "failing_job")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.assets.places import places
@@ -40,12 +39,11 @@ def _broken_root(tmp_path: Path) -> str:
 
 def _partition_status(instance: dg.DagsterInstance) -> tuple[set[str], set[str]]:
     """The materialised and the failed partitions of places, as the UI's partition status reads them."""
-    cached = get_and_update_asset_status_cache_value(instance, PLACES, PLACES_PARTITIONS)
-    if cached is None:
-        return set(), set()
+    keys = PLACES_PARTITIONS.get_partition_keys(dynamic_partitions_store=instance)
+    status = instance.get_status_by_partition(PLACES, keys, PLACES_PARTITIONS) or {}
     return (
-        set(cached.deserialize_materialized_partition_subsets(PLACES_PARTITIONS).get_partition_keys()),
-        set(cached.deserialize_failed_partition_subsets(PLACES_PARTITIONS).get_partition_keys()),
+        {key for key, state in status.items() if state == dg.AssetPartitionStatus.MATERIALIZED},
+        {key for key, state in status.items() if state == dg.AssetPartitionStatus.FAILED},
     )
 
 

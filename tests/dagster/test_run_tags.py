@@ -8,12 +8,12 @@ import socket
 import subprocess
 from datetime import timedelta
 
-from dagster._core.launcher import WorkerStatus
 from dagster_graphql.test.utils import execute_dagster_graphql
 from test_import_sensor import LEEDS, marks, tick
 from test_ui_graphql import _loaded
 
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import WorkerStatus
 from nakodo_dagster.imports.run import run_stamp
 from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.launcher import ForkserverRunLauncher

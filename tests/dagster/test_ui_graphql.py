@@ -13,15 +13,17 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.execution.backfill import BulkActionStatus
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
-from dagster._daemon.backfill import execute_backfill_iteration
 from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 from overture_helpers import CURRENT as RELEASE
 
 from nakodo_dagster.assets.places import BACKFILL_PAIRS_PER_RUN
+from nakodo_dagster.dagster_internals import (
+    BulkActionStatus,
+    WorkspaceFileTarget,
+    WorkspaceProcessContext,
+    execute_backfill_iteration,
+)
 from nakodo_dagster.headless import sync
 from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import places_partition

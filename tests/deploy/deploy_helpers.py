@@ -462,12 +462,15 @@ def run_job(
     """
     import dagster as dg
     import dagster_k8s.launcher
-    from dagster._config import process_config
-    from dagster._core.code_pointer import ModuleCodePointer
-    from dagster._core.launcher import LaunchRunContext
-    from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
-    from dagster._core.storage.dagster_run import DagsterRun
     from dagster_k8s import K8sRunLauncher
+
+    from nakodo_dagster.dagster_internals import (
+        JobPythonOrigin,
+        LaunchRunContext,
+        ModuleCodePointer,
+        RepositoryPythonOrigin,
+        process_config,
+    )
 
     processed = process_config(K8sRunLauncher.config_type(), dict(launcher_config))
     assert processed.success, processed.errors
@@ -485,7 +488,7 @@ def run_job(
     )
     with dg.instance_for_test() as instance:
         launcher.register_instance(instance)
-        run = instance.add_run(DagsterRun(job_name="import_places", run_id=RUN_ID, job_code_origin=origin))
+        run = instance.add_run(dg.DagsterRun(job_name="import_places", run_id=RUN_ID, job_code_origin=origin))
         launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
     [(namespace, job)] = jobs.created
     return namespace, job.to_dict()

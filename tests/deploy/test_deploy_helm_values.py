@@ -22,9 +22,6 @@ from importlib.resources import files
 import kubernetes.client as k8s
 import pytest
 import yaml
-from dagster._config import process_config
-from dagster._core.instance.config import dagster_instance_config
-from dagster._serdes.config_class import class_from_code_pointer
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.container_context import K8sContainerContext
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
@@ -44,6 +41,7 @@ from deploy_helpers import (
 
 from nakodo_dagster import tags
 from nakodo_dagster.coordinator import ImportTaggingRunCoordinator
+from nakodo_dagster.dagster_internals import class_from_code_pointer, dagster_instance_config, process_config
 
 
 def test_the_kubernetes_objects_in_values_are_valid_kubernetes():

@@ -10,9 +10,6 @@ from importlib.resources import files
 import dagster as dg
 import pytest
 import yaml
-from dagster._config import process_config
-from dagster._core.instance.config import dagster_instance_config
-from dagster._serdes.config_class import class_from_code_pointer
 from dagster_k8s import K8sRunLauncher
 from dagster_postgres import DagsterPostgresStorage
 from deploy_helpers import (
@@ -27,6 +24,7 @@ from deploy_helpers import (
 
 from nakodo_dagster import tags
 from nakodo_dagster.coordinator import ImportTaggingRunCoordinator
+from nakodo_dagster.dagster_internals import class_from_code_pointer, dagster_instance_config, process_config
 from nakodo_dagster.resources import configured_resources
 from nakodo_dagster.settings import DEFAULTS
 

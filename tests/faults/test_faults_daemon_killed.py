@@ -14,12 +14,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 from overture_helpers import CURRENT as RELEASE
 
 from bench.daemon import running_daemon
 from bench.faults import FINISHED, daemon_home, import_runs, run_pairs, slots_held_by_ended_runs
 from nakodo_dagster import tags
+from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 from nakodo_dagster.imports.events import IMPORT_POOL
 from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting

@@ -11,10 +11,10 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 import pytest
-from dagster._utils.interrupts import capture_interrupts, raise_interrupts_as
 from overture_helpers import CURRENT, block_run
 
 from bench.proxy import LatencyProxy
+from nakodo_dagster.dagster_internals import capture_interrupts, raise_interrupts_as
 from nakodo_dagster.overture.reader import read_places
 
 # Long enough that the read lasts tens of seconds (its requests run two at a time), short enough that the requests
