@@ -115,7 +115,8 @@ def campaigns_of(file_format: FileFormat, rows: Iterable[Row]) -> CampaignFile:
         account_id = _checked(found, _account_id, values.get("account"))
         if account_id is not None:
             accounts[row.number] = account_id
-        location = _checked(found, _location, file_format, values)
+        # A row read wrong (its geometry, its shape) has no location worth a second problem.
+        location = None if row.problems else _checked(found, _location, file_format, values)
         categories = _checked(found, _categories, values.get("categories"))
         if not found:
             first = by_key.get((account_id, name))
