@@ -20,6 +20,7 @@ from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import RADII_KM, CountryLocation, Location, PointLocation, Targeting, check_categories
 from nakodo_dagster.store import DEFAULT_ACCOUNT_ID, NewCampaign, check_campaign_name
 from nakodo_dagster.store.models import check_id
+from nakodo_dagster.words import plural
 
 # Each row's fields; lat and lng are a CSV's own, the other formats' points being their geometry.
 FIELDS = ("name", "account", "lat", "lng", "radius_km", "country", "categories")
@@ -75,6 +76,17 @@ class CampaignFile:
     def where(self, rows: Sequence[int]) -> str:
         """``line 4``, or ``lines 4, 9``."""
         return f"{self.format.row}{'s' if len(rows) > 1 else ''} {', '.join(str(r) for r in rows)}"
+
+    def campaign_problem(self, index: int, why: str) -> tuple[int, str]:
+        """Why the store refused campaign ``index``, kept at its first row and naming its rows if it has several."""
+        rows, name = self.campaigns[index].rows, self.campaigns[index].campaign.name
+        return rows[0], (f"campaign {name!r} ({self.where(rows)}): {why}" if len(rows) > 1 else why)
+
+    def refusal(self, problems: Mapping[int, Sequence[str]]) -> str:
+        """Every refused row in the file's order, each with its problems: what the user reads."""
+        rows = [f"  {self.where([number])}: {'; '.join(problems[number])}" for number in sorted(problems)]
+        header = f"{plural(len(problems), self.format.row)} of {self.rows:,} refused, nothing written:"
+        return "\n".join([header, *rows])
 
 
 def read_campaign_file(path: Path) -> CampaignFile:

@@ -123,23 +123,17 @@ def campaign_import(file: Path, check_only: bool) -> None:
             ids = store.add_campaigns(new, check_only=check_only or bool(problems), written=bar.update)
     except CampaignsRefused as refused:
         for index, why in refused.refusals.items():
-            rows = read.campaigns[index].rows
-            of = f"campaign {new[index].name!r} ({read.where(rows)}): " if len(rows) > 1 else ""
-            problems.setdefault(rows[0], []).append(of + why)
+            number, problem = read.campaign_problem(index, why)
+            problems.setdefault(number, []).append(problem)
     if problems:
-        refused_rows = "\n".join(
-            f"  {read.where([number])}: {'; '.join(problems[number])}" for number in sorted(problems)
-        )
-        raise InvalidInput(
-            f"{file}: {plural(len(problems), read.format.row)} of {read.rows:,} refused, nothing written:\n"
-            f"{refused_rows}"
-        )
+        raise InvalidInput(f"{file}: {read.refusal(problems)}")
     accounts = plural(len({c.account_id for c in new}), "account")
     if check_only:
         click.echo(f"{file}: {plural(len(new), 'campaign')} for {accounts}, all fit; nothing written (--check)")
         return
     store.refresh_campaign_statistics()
-    click.echo(f"Imported {plural(len(ids), 'campaign')} for {accounts} from {file}: ids {ids[0]} to {ids[-1]}")
+    numbered = f"id {ids[0]}" if len(ids) == 1 else f"ids {ids[0]} to {ids[-1]}"
+    click.echo(f"Imported {plural(len(ids), 'campaign')} for {accounts} from {file}: {numbered}")
 
 
 def _refuse_unknown_accounts(store: Store, read: CampaignFile, problems: dict[int, list[str]]) -> None:

@@ -314,6 +314,8 @@ class Store(ABC):
         after each. Returns their ids, in the order given. Many campaigns at once outgrow the planner's statistics:
         ``refresh_campaign_statistics`` after it."""
         new = [_new_campaign(c.name, c.account_id, c.targeting) for c in new]
+        if not new:
+            return []
         return self._transact(
             lambda tx: campaigns.add_many(tx, new, now or datetime.now(UTC), check_only=check_only, written=written)
         )

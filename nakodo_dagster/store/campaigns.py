@@ -91,7 +91,7 @@ def add_many(
     now: datetime,
     *,
     check_only: bool,
-    written: Callable[[int], None],
+    written: Callable[[int], None] | None,
 ) -> list[int]:
     """Create these active campaigns if every one fits (``Store.add_campaigns``); returns their ids."""
     refused = refusals(tx, campaigns, lock=not check_only)
@@ -129,9 +129,10 @@ def write(
 ) -> list[int]:
     """Create these active campaigns, checked already, in batches of WRITE_BATCH, and keep what they need (their
     areas worked out here, their categories, their progress due, then the pairs' counts); ``written`` is told how
-    many each batch wrote. Returns their ids, in order."""
+    many each batch wrote, the last batch once the pairs are counted too. Returns their ids, in order."""
     ids = [campaign_id for (campaign_id,) in tx.rows(NEW_CAMPAIGN_IDS, count=len(campaigns))]
-    for start in range(0, len(campaigns), WRITE_BATCH):
+    starts = range(0, len(campaigns), WRITE_BATCH)
+    for start in starts:
         batch, batch_ids = campaigns[start : start + WRITE_BATCH], ids[start : start + WRITE_BATCH]
         tx.run(
             ADD_CAMPAIGNS,
@@ -144,11 +145,13 @@ def write(
         )
         needs.keep_campaign_needs(tx, dict(zip(batch_ids, (c.targeting for c in batch), strict=True)))
         progress.note_due(tx, batch_ids)
-        if written:
+        if written and start != starts[-1]:
             written(len(batch))
     # Counted once for all: their pairs are locked in one sorted order, as a campaign added meanwhile locks its own,
     # which then waits rather than deadlocks.
     needs.count_needs(tx, ids, 1)
+    if written:
+        written(len(campaigns) - starts[-1])
     return ids
 
 
