@@ -34,8 +34,10 @@ $(DAGSTER_HOME)/dagster.yaml:
 # it (its "superseded" notice, about that, is the one warning left out). Warnings and errors only: the runs' event
 # stream is in the UI. exec: make hands a SIGTERM to dagster dev, which stops the webserver, the daemon, the code
 # server and the runs it started; nakodo_dagster.interruptible makes sure it hears it, however make was started.
+# `nakodo dagster-home` creates Dagster's storage (or migrates it after a Dagster upgrade) before they open it.
 run: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	@$(BIN)/nakodo demo
+	@$(BIN)/nakodo dagster-home
 	@echo "Dagster UI on http://127.0.0.1:$(PORT) (import_sensor, search_sensor: imports two at a time, then searches); Ctrl-C stops everything."
 	@PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' exec $(BIN)/python -m nakodo_dagster.interruptible $(BIN)/dagster dev -w workspace.yaml -p $(PORT) --log-level warning
 

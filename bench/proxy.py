@@ -66,6 +66,7 @@ class LatencyProxy:
         self._server.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
+        self._loop.close()
 
     def forget(self, name: str) -> None:
         """Drop the copies of the objects whose path ends with ``name``: their next range read fetches them anew, as

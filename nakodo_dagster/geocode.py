@@ -32,6 +32,7 @@ from geopy.exc import GeopyError
 from geopy.geocoders import Nominatim
 
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.redact import redacted_url
 from nakodo_dagster.store import PlaceName, Store
 
 NOMINATIM_URL_VARIABLE = "NAKODO_NOMINATIM_URL"
@@ -78,8 +79,8 @@ def nominatim(url: str | None = None) -> Nominatim:
     url = url or os.environ.get(NOMINATIM_URL_VARIABLE) or DEFAULT_NOMINATIM_URL
     if not _URL.fullmatch(url):
         raise InvalidInput(
-            f"{NOMINATIM_URL_VARIABLE} {url!r} is not allowed: use http(s)://host[:port][/path] of a Nominatim "
-            f"server, e.g. {DEFAULT_NOMINATIM_URL}"
+            f"{NOMINATIM_URL_VARIABLE} {redacted_url(url)!r} is not allowed: use http(s)://host[:port][/path] of a "
+            f"Nominatim server, e.g. {DEFAULT_NOMINATIM_URL}"
         )
     parts = urlsplit(url)
     return Nominatim(

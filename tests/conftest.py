@@ -18,7 +18,11 @@ from overture_helpers import CURRENT as RELEASE
 
 from bench.throwaway_postgres import ThrowawayPostgres, answers, start_throwaway_postgres
 from nakodo_dagster.overture.sample import write_sample_release
+from nakodo_dagster.redact import redacted_url
 from nakodo_dagster.resources import OvertureResource, StoreResource
+
+# Every test has a time limit, past which it fails with every thread's stack, and a hang in native code ends the suite.
+pytest_plugins = ["time_limit"]
 
 # Hypothesis times each example against a deadline: on a loaded CI machine that fails correct code.
 settings.register_profile("nakodo", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -83,8 +87,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     if _throwaway is None:
-        return f"PostgreSQL: {_admin_url}"
-    configured = _configured or DEFAULT_POSTGRES
+        return f"PostgreSQL: {redacted_url(_admin_url)}"
+    configured = redacted_url(_configured or DEFAULT_POSTGRES)
     return f"PostgreSQL: nothing answers at {configured}; a throwaway server of the suite's own at {_admin_url}"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from nakodo_dagster.cli import accounts, campaigns, imports, samples, sync
+from nakodo_dagster.cli import accounts, campaigns, imports, instance, samples, sync
 from nakodo_dagster.cli.shared import NakodoGroup
 
 __all__ = ["main"]
@@ -24,6 +24,7 @@ __all__ = ["main"]
         imports.imports,
         samples.sample_release,
         samples.demo,
+        instance.dagster_home,
     ],
 )
 def main() -> None:

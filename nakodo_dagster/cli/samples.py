@@ -19,6 +19,7 @@ from nakodo_dagster.overture.sample import (
     write_sample_release,
 )
 from nakodo_dagster.placement import CountryLocation, PointLocation, Targeting
+from nakodo_dagster.redact import redacted_url
 
 DEMO_CAMPAIGNS = (
     ("Leeds cafes and pubs", Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))),
@@ -127,4 +128,4 @@ def demo() -> None:
     if not store.campaigns():
         for name, targeting in DEMO_CAMPAIGNS:
             click.echo(f"Demo campaign {store.add_campaign(name, targeting)}: {name}")
-    click.echo(f"Store ready: {settings.value('NAKODO_DATABASE')}")
+    click.echo(f"Store ready: {redacted_url(settings.value('NAKODO_DATABASE'))}")

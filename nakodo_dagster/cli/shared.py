@@ -69,6 +69,32 @@ def dagster_home() -> Path:
     return home
 
 
+# Written in DAGSTER_HOME once its storage is up to date for a Dagster version: a preparation with the same version
+# opens the storage only, as Dagster's upgrade reads every run's event file.
+PREPARED_FOR = ".nakodo_prepared_for_dagster"
+
+
+def prepared_dagster_home() -> Path:
+    """dagster_home(), its storage created, or brought up to date after a Dagster upgrade, by this one process.
+
+    Dagster creates an instance's storage when a process first opens it; two processes doing so at once (a webserver
+    and a daemon started together on a new SQLite instance) can both stamp its schema, and neither loads it again.
+    Run before the processes that share the instance start; preparations run at once wait for each other."""
+    import fcntl
+
+    import dagster as dg
+
+    home = dagster_home()
+    with (home / ".nakodo_prepare.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with dg.DagsterInstance.get() as instance:
+            prepared_for = home / PREPARED_FOR
+            if not prepared_for.exists() or prepared_for.read_text("utf-8").strip() != dg.__version__:
+                instance.upgrade()
+                prepared_for.write_text(dg.__version__, "utf-8")
+    return home
+
+
 # Every date the command line prints is ISO 8601 in UTC: a day alone, or with the time to the minute.
 _DAY = "%Y-%m-%d"
 

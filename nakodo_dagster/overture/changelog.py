@@ -14,6 +14,7 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
+from nakodo_dagster.duckdb_connection import interruptible
 from nakodo_dagster.overture.duck import connect, is_s3
 from nakodo_dagster.overture.reader import box_predicate
 from nakodo_dagster.overture.releases import check_release_name, glob_files
@@ -61,14 +62,12 @@ def read_run_changes(run: ImportRun, changelog_root: str, release: str, base: st
             return RunChanges(release, base, dict.fromkeys(run.areas, 0), {area: () for area in run.areas}, 0)
         connection.execute("SET enable_profiling = 'no_output'")
         connection.execute("""SET custom_profiling_settings = '{"TOTAL_BYTES_READ": "true"}'""")
-        rows = connection.execute(
-            f"""
+        query = f"""
             SELECT change_type, id, (bbox.ymin + bbox.ymax) / 2 AS lat, (bbox.xmin + bbox.xmax) / 2 AS lng
             FROM read_parquet($files, hive_partitioning = true)
             WHERE {meets_box}
-            """,
-            parameters | {"files": files},
-        ).fetchall()
+            """
+        rows = interruptible(connection, lambda: connection.execute(query, parameters | {"files": files}).fetchall())
         bytes_read = json.loads(connection.get_profiling_information(format="json")).get("total_bytes_read") or 0
     cells = set(run.areas)
     moved = dict.fromkeys(run.areas, 0)

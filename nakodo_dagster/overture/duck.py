@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import duckdb
 import duckdb_extension_httpfs
 
+from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.redact import redacted_url
 
 # No machine here reaches the internet: httpfs comes from its PyPI package, at duckdb's exact version.
 HTTPFS_EXTENSION = (
@@ -31,29 +34,31 @@ def is_s3(root: str) -> bool:
     return str(root).startswith("s3://")
 
 
-def connect(root: str) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection that can read ``root``: for ``s3://`` roots, httpfs and an S3 secret.
+@contextmanager
+def connect(root: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB connection for the block (``duckdb_connection.closing``) that can read ``root``: for
+    ``s3://`` roots, httpfs and an S3 secret.
 
     The endpoint is the AWS SDKs' ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (path-style, as MinIO,
     R2 and the loopback test server need); access is anonymous, as for Overture's public bucket, unless
     ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` are set. Read at each call, never at import.
     """
-    connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    # A run reads each footer once: the schema check and the query share it.
-    connection.execute("SET parquet_metadata_cache = true")
-    if is_s3(root):
-        # LOAD takes no parameters; the path is this installation's own file, not input.
-        connection.execute("LOAD '{}'".format(str(HTTPFS_EXTENSION).replace("'", "''")))
-        for setting, value in (
-            ("http_timeout", HTTP_TIMEOUT_S),
-            ("http_retries", HTTP_RETRIES),
-            ("http_retry_wait_ms", HTTP_RETRY_WAIT_MS),
-            ("http_retry_backoff", HTTP_RETRY_BACKOFF),
-        ):
-            # SET takes no parameters; the names and values are this module's constants.
-            connection.execute(f"SET {setting} = {value}")
-        connection.execute(*s3_secret(os.environ))
-    return connection
+    with in_memory() as connection:
+        # A run reads each footer once: the schema check and the query share it.
+        connection.execute("SET parquet_metadata_cache = true")
+        if is_s3(root):
+            # LOAD takes no parameters; the path is this installation's own file, not input.
+            connection.execute("LOAD '{}'".format(str(HTTPFS_EXTENSION).replace("'", "''")))
+            for setting, value in (
+                ("http_timeout", HTTP_TIMEOUT_S),
+                ("http_retries", HTTP_RETRIES),
+                ("http_retry_wait_ms", HTTP_RETRY_WAIT_MS),
+                ("http_retry_backoff", HTTP_RETRY_BACKOFF),
+            ):
+                # SET takes no parameters; the names and values are this module's constants.
+                connection.execute(f"SET {setting} = {value}")
+            connection.execute(*s3_secret(os.environ))
+        yield connection
 
 
 def s3_settings(environ: Mapping[str, str]) -> dict[str, object]:
@@ -69,7 +74,7 @@ def s3_settings(environ: Mapping[str, str]) -> dict[str, object]:
         url = urlsplit(endpoint)
         if url.scheme not in ("http", "https") or not url.netloc or url.path.strip("/") or url.query:
             raise InvalidInput(
-                f"AWS_ENDPOINT_URL {endpoint!r} is not allowed: use http(s)://host[:port], e.g. http://127.0.0.1:9000"
+                f"AWS_ENDPOINT_URL {redacted_url(endpoint)!r} is not allowed: use http(s)://host[:port], e.g. http://127.0.0.1:9000"
             )
         settings |= {"endpoint": url.netloc, "use_ssl": url.scheme == "https"}
     if environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY"):

@@ -6,6 +6,7 @@ Call ``migrate()`` once before use: ``open_store`` itself touches nothing.
 from __future__ import annotations
 
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.redact import redacted_url
 from nakodo_dagster.store.base import Store
 from nakodo_dagster.store.duckdb_store import DuckDBStore, StoreLocked
 from nakodo_dagster.store.models import (
@@ -74,5 +75,5 @@ def open_store(url: str, *, lock_timeout: float = 60.0) -> Store:
         return PostgresStore(url)
     # A memory database would vanish between calls, since every call opens the file afresh.
     if "://" in url or url.startswith(":memory:"):
-        raise InvalidInput(f"store {url!r} is not allowed: {allowed}")
+        raise InvalidInput(f"store {redacted_url(url)!r} is not allowed: {allowed}")
     return DuckDBStore(url, lock_timeout=lock_timeout)

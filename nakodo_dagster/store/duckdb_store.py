@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
+from nakodo_dagster.duckdb_connection import closing
 from nakodo_dagster.store.base import Store
 from nakodo_dagster.store.transaction import T, Transaction
 
@@ -131,7 +132,7 @@ class DuckDBStore(Store):
         if not self.path.exists():
             self._create_file()
         # Closing without a commit rolls back: a failure anywhere leaves the file as it was.
-        with self._connect(self.path) as connection:
+        with closing(self._connect(self.path)) as connection:
             connection.execute("SET TimeZone = 'UTC'")
             connection.begin()
             result = work(_DuckDBTransaction(connection))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import duckdb
 import pyarrow as pa
 
 from nakodo_dagster.drift import DriftLimits
+from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun, PlaceImport
 from nakodo_dagster.store import changes, drift_gate
@@ -138,7 +138,7 @@ def incoming(places: pa.Table) -> pa.Table:
         return rows
     # Column names come from INCOMING_COLUMNS, never from the caller.
     select = ", ".join(f"to_json({name})::VARCHAR AS {name}" if name in to_json else name for name in INCOMING_COLUMNS)
-    with duckdb.connect() as memory:
+    with in_memory() as memory:
         memory.register("incoming", rows)
         return memory.execute(f"SELECT {select} FROM incoming").to_arrow_table()
 

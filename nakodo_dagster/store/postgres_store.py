@@ -15,6 +15,7 @@ import psycopg2
 import pyarrow as pa
 import pyarrow.csv
 
+from nakodo_dagster.redact import redacted_url
 from nakodo_dagster.store.base import Store
 from nakodo_dagster.store.coverage import ANALYZE_COVERAGE_PAIRS, COVERAGE_PAIRS_ESTIMATE
 from nakodo_dagster.store.schema import BUSINESS_PARTITIONS, POSTGRES_MIGRATIONS
@@ -131,11 +132,19 @@ class PostgresStore(Store):
         self.url = url
 
     def __repr__(self) -> str:
-        # The URL may carry a password.
-        return "PostgresStore(...)"
+        return f"PostgresStore({redacted_url(self.url)!r})"
+
+    def _connect(self) -> psycopg2.extensions.connection:
+        """A new connection. libpq quotes a URL it cannot parse, password and all, in its error: the error raised
+        here says the same with the password masked, and chains no original that would print it again."""
+        try:
+            return psycopg2.connect(self.url, options=_SESSION_OPTIONS)
+        except psycopg2.Error as error:
+            refused = error
+        raise type(refused)(redacted_url(str(refused)))
 
     def _transact(self, work: Callable[[Transaction], T]) -> T:
-        connection = psycopg2.connect(self.url, options=_SESSION_OPTIONS)
+        connection = self._connect()
         try:
             with connection.cursor() as cursor:
                 result = work(_PostgresTransaction(cursor))

@@ -36,6 +36,7 @@ from store_helpers import count_places
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import places
+from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.imports.run import _interrupt_behind
@@ -329,9 +330,11 @@ def test_an_interrupted_import_takes_its_marks_back_before_it_stops(instance, du
 def test_an_interrupt_landing_inside_a_duckdb_query_reads_as_a_cancel():
     # DuckDB stops its query at the interrupt and raises its own error from it; an import that marked its pairs
     # failed for that would keep them from every campaign for a week after a cancel.
-    connection = duckdb.connect()
     with (
         pytest.raises(Exception) as raised,
+        # Closed, and its scan interrupted, as the block ends: a connection left to the garbage collector waited on its
+        # worker thread's scan of a trillion rows, and hung the test that happened to collect it.
+        in_memory() as connection,
         capture_interrupts(),
         raise_interrupts_as(dg.DagsterExecutionInterruptedError),
     ):

@@ -27,6 +27,8 @@ DOCKERFILE = PRODUCTION / "Dockerfile"
 VALUES = PRODUCTION / "values.yaml"
 INSTANCE = PRODUCTION / "dagster.yaml"
 MANIFESTS = PRODUCTION / "nakodo.yaml"
+UI = PRODUCTION / "ui.yaml"
+NETWORK = PRODUCTION / "network.yaml"
 
 # The Helm release the deployment is documented with (values.yaml's header): `helm upgrade --install dagster ... -n
 # nakodo`. The chart names its objects after the release: a release named like the chart keeps the bare name.
@@ -43,10 +45,17 @@ def production_instance() -> dict[str, Any]:
     return yaml.safe_load(INSTANCE.read_text(encoding="utf-8"))
 
 
-def manifests() -> dict[tuple[str, str], dict[str, Any]]:
-    """The Kubernetes objects of nakodo.yaml by (kind, name)."""
-    documents = [d for d in yaml.safe_load_all(MANIFESTS.read_text(encoding="utf-8")) if d]
+def manifests(path: Path = MANIFESTS) -> dict[tuple[str, str], dict[str, Any]]:
+    """The Kubernetes objects of a manifest file (nakodo.yaml unless told) by (kind, name)."""
+    documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
     return {(d["kind"], d["metadata"]["name"]): d for d in documents}
+
+
+def k8s_model(model_class: type, value: Mapping[str, Any]) -> Any:
+    """A Kubernetes API object from its manifest form; unknown or misspelt keys and wrong types fail."""
+    from dagster_k8s.models import k8s_model_from_dict, k8s_snake_case_dict
+
+    return k8s_model_from_dict(model_class, k8s_snake_case_dict(model_class, value))
 
 
 def user_deployment() -> dict[str, Any]:
@@ -306,6 +315,83 @@ def render_code_location_container_context(v: Mapping[str, Any], deployment: Map
     if isinstance(deployment.get("env"), list):
         k8s["env"] = deployment["env"]
     return {"k8s": k8s}
+
+
+# -- the chart's webservers, daemon and code server ---------------------------------------------------------------
+
+_WEBSERVER_KEYS = {"replicaCount", "image", "enableReadOnly", "service", "readinessProbe", "labels"}
+_WEBSERVER_SERVICE_KEYS = {"type", "port"}
+
+
+@dataclass(frozen=True)
+class ChartService:
+    """A Service the chart makes: its name, type, port and the pod labels it selects."""
+
+    name: str
+    type: str
+    port: int
+    selector: Mapping[str, str]
+
+
+def _selector_labels(chart_name: str) -> dict[str, str]:
+    """`dagster.selectorLabels`: the chart's name (or the subchart's) and the release."""
+    return {"app.kubernetes.io/name": chart_name, "app.kubernetes.io/instance": RELEASE}
+
+
+def render_webserver_command(v: Mapping[str, Any], read_only: bool) -> list[str]:
+    """`dagster.webserver.dagsterWebserverCommand`: what the webserver's container runs (`/bin/bash -c` it)."""
+    webserver = v["dagsterWebserver"]
+    _known("dagsterWebserver", webserver, _WEBSERVER_KEYS)
+    _known("dagsterWebserver.service", webserver["service"], _WEBSERVER_SERVICE_KEYS)
+    command = ["dagster-webserver", "-h", "0.0.0.0", "-p", str(webserver["service"]["port"])]
+    if v["dagster-user-deployments"]["enabled"]:
+        command += ["-w", "/dagster-workspace/workspace.yaml"]
+    return [*command, "--read-only"] if read_only else command
+
+
+def render_chart_pods(v: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The pod labels of what the chart runs, by role: `deployment-webserver.yaml` (twice with `enableReadOnly`),
+    `deployment-daemon.yaml`, and the user-deployments subchart's `deployment-user.yaml`, whose chart name is its
+    own (`dagster-user-deployments`)."""
+    webserver = v["dagsterWebserver"]
+    _known("dagsterWebserver", webserver, _WEBSERVER_KEYS)
+    pods = {
+        "webserver": {**_selector_labels("dagster"), "component": "dagster-webserver", **webserver.get("labels", {})}
+    }
+    if webserver.get("enableReadOnly"):
+        pods["webserver-read-only"] = {
+            **_selector_labels("dagster"),
+            "component": "dagster-webserver-read-only",
+            **webserver.get("labels", {}),
+        }
+    if v["dagsterDaemon"]["enabled"]:
+        pods["daemon"] = {**_selector_labels("dagster"), "component": "dagster-daemon", "deployment": "daemon"}
+    [deployment] = v["dagster-user-deployments"]["deployments"]
+    pods["code-server"] = {
+        **_selector_labels("dagster-user-deployments"),
+        "component": "user-deployments",
+        "deployment": deployment["name"],
+        **deployment.get("labels", {}),
+    }
+    return pods
+
+
+def render_webserver_services(v: Mapping[str, Any]) -> dict[str, ChartService]:
+    """`service-webserver.yaml` by role: `<release>-webserver` and, with `enableReadOnly`, its `-read-only` twin."""
+    webserver = v["dagsterWebserver"]
+    service = webserver["service"]
+    roles = {"webserver": ("", "dagster-webserver")}
+    if webserver.get("enableReadOnly"):
+        roles["webserver-read-only"] = ("-read-only", "dagster-webserver-read-only")
+    return {
+        role: ChartService(
+            name=f"{RELEASE}-webserver{suffix}",
+            type=service.get("type") or "ClusterIP",
+            port=service.get("port") or 80,
+            selector={**_selector_labels("dagster"), "component": component},
+        )
+        for role, (suffix, component) in roles.items()
+    }
 
 
 # -- the Dockerfile ---------------------------------------------------------------------------------------------

@@ -27,11 +27,11 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._serdes.config_class import class_from_code_pointer
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.container_context import K8sContainerContext
-from dagster_k8s.models import k8s_model_from_dict, k8s_snake_case_dict
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 from deploy_helpers import (
     ROOT,
     image_name,
+    k8s_model,
     k8s_run_launcher_values,
     manifests,
     production_instance,
@@ -44,11 +44,6 @@ from deploy_helpers import (
 
 from nakodo_dagster import tags
 from nakodo_dagster.coordinator import ImportTaggingRunCoordinator
-
-
-def k8s_model(model_class, value):
-    """A Kubernetes API object from its manifest form; unknown or misspelt keys and wrong types fail."""
-    return k8s_model_from_dict(model_class, k8s_snake_case_dict(model_class, value))
 
 
 def test_the_kubernetes_objects_in_values_are_valid_kubernetes():

@@ -25,7 +25,8 @@ from nakodo_dagster.overture.index import index_path
 from nakodo_dagster.placement import Cutoffs, PointLocation, Targeting
 from nakodo_dagster.store import open_store
 
-pytestmark = [pytest.mark.faults, pytest.mark.slow]
+# Its wait for the runs to land again alone is 240 s.
+pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.timeout(600)]
 
 # Two campaigns far apart: two import runs, one per block, both running at once.
 CAMPAIGNS = {

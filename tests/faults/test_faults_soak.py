@@ -181,6 +181,8 @@ SHORT_KINDS = (
 
 
 @pytest.mark.slow
+# The soak's own process has 900 s.
+@pytest.mark.timeout(1200)
 def test_a_short_soak_survives_its_faults_and_every_invariant_holds():
     command = [
         *(sys.executable, "-m", "bench.faults", "--seed", "3", "--campaigns", "6", "--accounts", "2"),

@@ -3,13 +3,13 @@ changelog and readable as Overture's docs read it; checked against a diff of the
 
 from __future__ import annotations
 
-import duckdb
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 from overture_helpers import CURRENT, PREVIOUS
 
 from nakodo_dagster.cli.samples import sample_release
+from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.sample import ReleaseDrift, write_sample_release
 
@@ -24,10 +24,11 @@ def _release(root, release) -> dict[str, dict]:
 
 def _changelog(changelog_root, release) -> dict[str, dict[str, dict]]:
     """The changelog as Overture's docs query it: every type and change type, the partitions as columns."""
-    rows = duckdb.sql(
-        "SELECT id, bbox, type, change_type FROM read_parquet($glob, hive_partitioning = true)",
-        params={"glob": str(changelog_root / release / "theme=places" / "type=*" / "change_type=*" / "*")},
-    ).fetchall()
+    with in_memory() as connection:
+        rows = connection.execute(
+            "SELECT id, bbox, type, change_type FROM read_parquet($glob, hive_partitioning = true)",
+            {"glob": str(changelog_root / release / "theme=places" / "type=*" / "change_type=*" / "*")},
+        ).fetchall()
     kinds: dict[str, dict[str, dict]] = {}
     for id_, bbox, type_, change_type in rows:
         assert type_ == "place"
@@ -125,12 +126,13 @@ def test_a_box_query_on_the_changelog_finds_the_changes_inside_the_box(tmp_path)
         "removed": sum(inside(before[i]) for i in before.keys() - after.keys()),
     }
     assert all(expected.values())
-    counted = duckdb.sql(
-        "SELECT change_type, count(*) FROM read_parquet($glob, hive_partitioning = true) "
-        "WHERE bbox.xmin > $xmin AND bbox.xmax < $xmax AND bbox.ymin > $ymin AND bbox.ymax < $ymax "
-        "AND change_type IN ('added', 'removed') GROUP BY change_type",
-        params={"glob": str(changelog_root / CURRENT / "theme=places" / "type=*" / "change_type=*" / "*"), **box},
-    ).fetchall()
+    with in_memory() as connection:
+        counted = connection.execute(
+            "SELECT change_type, count(*) FROM read_parquet($glob, hive_partitioning = true) "
+            "WHERE bbox.xmin > $xmin AND bbox.xmax < $xmax AND bbox.ymin > $ymin AND bbox.ymax < $ymax "
+            "AND change_type IN ('added', 'removed') GROUP BY change_type",
+            {"glob": str(changelog_root / CURRENT / "theme=places" / "type=*" / "change_type=*" / "*"), **box},
+        ).fetchall()
     assert dict(counted) == expected
 
 
