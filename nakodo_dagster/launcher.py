@@ -26,17 +26,16 @@ from multiprocessing.context import ForkServerContext
 from typing import IO, Any, Self
 
 import dagster as dg
-from dagster._core.events import JobFailureData
 from dagster._core.execution import compute_logs
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
-from dagster._core.log_manager import LOG_RECORD_METADATA_ATTR
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import ConfigurableClass, ConfigurableClassData, deserialize_value, serialize_value
 
 from nakodo_dagster import tags
+from nakodo_dagster.terminal import FailuresInOneLine
 
 # What every run worker imports before it reaches the project's code: the run command, and the libraries an
 # import run reads and writes with. The instance's own storage modules are added at launch. pandas and
@@ -70,7 +69,7 @@ def execute_run(arguments: str, environment: Mapping[str, str]) -> None:
 
     os.environ.clear()
     os.environ.update(environment)
-    logging.setLoggerClass(_TerminalLogger)
+    logging.setLoggerClass(FailuresInOneLine)
     compute_logs.tail_to_stream = _copy_to_stream
     run = deserialize_value(arguments, ExecuteRunArgs)
     with _event_log_held_open(run.instance_ref, run.run_id):
@@ -114,26 +113,6 @@ def _copy_to_stream(path: str, stream: IO[str]) -> Iterator[tuple[None, None]]:
     finally:
         step_ended.set()
         copier.join(timeout=30)
-
-
-class _TerminalLogger(logging.Logger):
-    """The class of the loggers a run's worker makes, the console logger that prints to the terminal among them.
-
-    A run that fails because a step failed carries that step's error again on its RUN_FAILURE event, and Dagster's
-    console logger printed its chained traceback a second time (170 lines for one unreadable file). Here the run's
-    failure prints its own line only; the step's failure above it has the traceback, and the event log keeps both
-    events whole for the UI.
-    """
-
-    def handle(self, record: logging.LogRecord) -> None:
-        metadata = getattr(record, LOG_RECORD_METADATA_ATTR, None)
-        event = metadata.get("dagster_event") if isinstance(metadata, dict) else None
-        data = event.event_specific_data if event is not None else None
-        if isinstance(data, JobFailureData) and data.first_step_failure_event is not None and data.error:
-            repeated = f"\n\n{data.error.to_string()}"
-            if isinstance(record.msg, str) and record.msg.endswith(repeated):
-                record.msg = record.msg.removesuffix(repeated) + " The step's error is above."
-        super().handle(record)
 
 
 def _sqlite_event_log(instance: InstanceRef | None) -> SqliteEventLogStorage | None:
@@ -230,15 +209,15 @@ class ForkserverRunLauncher(RunLauncher, ConfigurableClass):
 
     def _worker_pid(self, run: dg.DagsterRun) -> int | None:
         """The pid of the run's worker if it was forked on this host, else None."""
-        pid = run.tags.get(tags.RUN_WORKER_PID)
-        if pid is None or run.tags.get(tags.RUN_WORKER_HOST) != socket.gethostname():
+        pid = tags.run_tag(run.tags, tags.RUN_WORKER_PID)
+        if pid is None or tags.run_tag(run.tags, tags.RUN_WORKER_HOST) != socket.gethostname():
             return None
         return int(pid)
 
     def _worker_alive(self, run: dg.DagsterRun, pid: int) -> bool:
         """Whether the run's worker still runs: its pid alive and, where its start was recorded, the same process
         (a pid taken by another process since reads as the worker gone)."""
-        started = run.tags.get(tags.RUN_WORKER_START)
+        started = tags.run_tag(run.tags, tags.RUN_WORKER_START)
         return _alive(pid) if started is None else _running(pid, started)
 
     def terminate(self, run_id: str) -> bool:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+
+# Dagster's UI leaves out every run tag whose key starts with this, as it does Dagster's own bookkeeping
+# (".dagster/repository"). The machinery's tags below are under it: they say nothing to a person reading the runs
+# list, which showed eleven tags an import run, three and a half runs a screen. What a person reads stays in sight:
+# what a run reads, whom it serves, why, where it stood in line, what it held.
+HIDDEN_PREFIX = ".dagster/"
 
 # dagster.yaml's run queue lets two runs with this tag (value "import") run at once.
 KIND = "nakodo/kind"
 IMPORT_KIND = "import"
 # The hash of an import run's canonical payload: the same work always carries the same key.
-IMPORT_KEY = "nakodo/import_key"
+IMPORT_KEY = f"{HIDDEN_PREFIX}nakodo_import_key"
 # The exact imported_at of the marks a run holds: the key to taking them back or dating them back, never
 # touching a mark somebody else wrote on the same pair.
-STAMP = "nakodo/stamp"
+STAMP = f"{HIDDEN_PREFIX}nakodo_stamp"
 BOX = "nakodo/box"
 AREA = "nakodo/area"
 CATEGORIES = "nakodo/categories"
@@ -34,11 +40,33 @@ BACKLOG_LINE = "backlog"
 HELD = "nakodo/held"
 # Where the embedded default's launcher forked a run's worker (nakodo_dagster/launcher.py): how a cancel from the UI
 # reaches it, and how run monitoring sees that it died.
-RUN_WORKER_PID = "nakodo/run_worker_pid"
-RUN_WORKER_HOST = "nakodo/run_worker_host"
+RUN_WORKER_PID = f"{HIDDEN_PREFIX}nakodo_run_worker_pid"
+RUN_WORKER_HOST = f"{HIDDEN_PREFIX}nakodo_run_worker_host"
 # When that worker started (clock ticks since boot): with the pid, which process. Pids are reused, within minutes on
 # a busy host, and a dead worker's pid taken by another process kept its run "running" for good.
-RUN_WORKER_START = "nakodo/run_worker_start"
+RUN_WORKER_START = f"{HIDDEN_PREFIX}nakodo_run_worker_start"
+# The keys the machinery's tags had before they were hidden: runs recorded then (queued, running, failed and to be
+# retried) carry them, and are read and found by them still.
+EARLIER_KEYS = {
+    IMPORT_KEY: "nakodo/import_key",
+    STAMP: "nakodo/stamp",
+    RUN_WORKER_PID: "nakodo/run_worker_pid",
+    RUN_WORKER_HOST: "nakodo/run_worker_host",
+    RUN_WORKER_START: "nakodo/run_worker_start",
+}
+
+
+def run_tag(run_tags: Mapping[str, str], key: str) -> str | None:
+    """A run's tag: under its key, or under the key it had before it was hidden; None if it has neither."""
+    value = run_tags.get(key)
+    if value is None and key in EARLIER_KEYS:
+        return run_tags.get(EARLIER_KEYS[key])
+    return value
+
+
+def keys_of(key: str) -> tuple[str, ...]:
+    """The keys a run's tag may be under, to find runs by it: its own, and the one it had before it was hidden."""
+    return (key, EARLIER_KEYS[key]) if key in EARLIER_KEYS else (key,)
 
 
 # A tag value the run list shows whole.

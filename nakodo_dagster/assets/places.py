@@ -9,6 +9,7 @@ from pydantic import Field
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.coverage import NEEDED_PAIRS_FRESH_OR_COMING, coverage_check_result
+from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.imports.events import (
     IMPORT_POOL,
     NEW_RELEASE_WITHIN_DRIFT_GATE,
@@ -107,12 +108,22 @@ def needed_pairs_result(store: Store) -> dg.AssetCheckResult:
 
 
 def chosen_pairs(partition_keys: Iterable[str]) -> list[tuple[str, str]]:
-    """The (area, category) pairs of places partition keys, each checked as strictly as anything a user types."""
+    """The (area, category) pairs of places partition keys, each checked as strictly as anything a user types. A
+    key that is not one (the partition list's "Add partition" takes any text) fails the run before anything is
+    marked or read, saying what is wrong and what is allowed."""
     pairs = set()
     for key in partition_keys:
         dimensions = PLACES_PARTITIONS.get_partition_key_from_str(str(key)).keys_by_dimension
-        (category,) = check_categories([dimensions[CATEGORY]])
-        pairs.add((parse_area_key(dimensions[AREA]).key, category))
+        try:
+            (category,) = check_categories([dimensions[CATEGORY]])
+            pairs.add((parse_area_key(dimensions[AREA]).key, category))
+        except InvalidInput as bad:
+            raise dg.Failure(
+                description=f"places partition {str(key)!r} is not an (area, category) pair, so nothing was "
+                f"imported: {bad}. A key added by hand to the partition list names no import; materialise the "
+                "partitions of the pairs campaigns need, which the import sensor registers.",
+                allow_retries=False,
+            ) from None
     return sorted(pairs)
 
 
@@ -145,9 +156,13 @@ class PlacesConfig(dg.Config):
 
 
 # A backfill of places partitions, as an analyst launches it from the UI, runs as few runs as Dagster makes of
-# the selection (one per stretch of neighbouring partitions of one category, or of one area); each run re-imports
-# its pairs a block or a country at a time, one after the other, holding one slot of the import pool throughout.
-# Dagster marks the policy beta.
+# the selection: one per stretch of neighbouring partitions of one category, or of one area (Dagster puts a range
+# of keys in a run, and a selection of two dimensions is several ranges), each of at most this many pairs, so that
+# a backfill of thousands takes turns with the sensor's runs in the import pool's two slots. Each run re-imports
+# its pairs a block or a country at a time, one after the other, holding one slot throughout. A multi-run policy,
+# not a single-run one: the launch dialog says what the policy says, and a single-run policy had it promise one run
+# for a selection Dagster cannot put in one. Dagster marks the policy beta.
+BACKFILL_PAIRS_PER_RUN = 64
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Parameter `backfill_policy`", dg.BetaWarning)
 
@@ -167,7 +182,7 @@ with warnings.catch_warnings():
         # The check's output is then optional: such a run reports each pair's check as an evaluation of its own.
         can_subset=True,
         pool=IMPORT_POOL,
-        backfill_policy=dg.BackfillPolicy.single_run(),
+        backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=BACKFILL_PAIRS_PER_RUN),
     )
     def places(
         context: dg.AssetExecutionContext, config: PlacesConfig, store: StoreResource, overture: OvertureResource

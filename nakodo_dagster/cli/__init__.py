@@ -1,4 +1,5 @@
-"""``nakodo``: campaigns, headless runs of the Dagster definitions, results, the freshness table, samples.
+"""``nakodo``: campaigns, headless runs of the Dagster definitions, results, the freshness table, the releases'
+files, samples.
 
 Bad input exits with code 2 and one message saying what is wrong and what is allowed, before anything is
 written; a failure that is not the input's fault (a failed import run, an unreachable Nominatim) exits with 1.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from nakodo_dagster.cli import accounts, campaigns, imports, instance, samples, sync
+from nakodo_dagster.cli import accounts, campaigns, imports, instance, overture, samples, sync
 from nakodo_dagster.cli.shared import NakodoGroup
 
 __all__ = ["main"]
@@ -22,6 +23,7 @@ __all__ = ["main"]
         accounts.account,
         sync.sync,
         imports.imports,
+        overture.overture,
         samples.sample_release,
         samples.demo,
         instance.dagster_home,

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import dagster as dg
 
 from nakodo_dagster import tags
+from nakodo_dagster.overture.check import check_command
 from nakodo_dagster.overture.faults import ReadFault
 from nakodo_dagster.placement import RETRY_DAYS, ImportRun
 from nakodo_dagster.store import Store
@@ -22,6 +23,14 @@ class Overrun(NamedTuple):
     reason: str
 
 
+def run_started(context: dg.OpExecutionContext) -> datetime | None:
+    """When the op's run started, as Dagster recorded it; None before it did."""
+    record = context.instance.get_run_record_by_id(context.run_id)
+    if record is None or record.start_time is None:
+        return None
+    return datetime.fromtimestamp(record.start_time, UTC)
+
+
 def run_overrun(context: dg.OpExecutionContext) -> Overrun | None:
     """When the op's run passes its maximum runtime (its MAX_RUNTIME tag, from when it started) and the reason its
     pairs then fail for; None for a run without one, or with one Dagster's run monitoring cannot read either."""
@@ -29,11 +38,11 @@ def run_overrun(context: dg.OpExecutionContext) -> Overrun | None:
         seconds = float(context.run.tags[tags.MAX_RUNTIME])
     except (KeyError, ValueError):
         return None
-    record = context.instance.get_run_record_by_id(context.run_id)
-    if record is None or record.start_time is None:
+    started = run_started(context)
+    if started is None:
         return None
     return Overrun(
-        datetime.fromtimestamp(record.start_time, UTC) + timedelta(seconds=seconds),
+        started + timedelta(seconds=seconds),
         f"the import did not finish within {seconds / 60:g} minutes of starting and was stopped as stuck",
     )
 
@@ -48,20 +57,32 @@ def end_interrupted(run: ImportRun, store: Store, stamp: datetime | None, overru
             store.take_back(run.pairs, stamp)
 
 
+# Faults of a file itself: another try reads the same bytes until the file is replaced.
+FILE_FAULTS = ("unreadable", "changed")
+
+
 def import_failure(run: ImportRun, release: str | None, fault: ReadFault) -> dg.Failure:
-    """The step's failure: its first line says what failed, naming the release and the file; then what happens
-    next; the failed pairs and the file as metadata."""
+    """The step's failure: its first line says what failed, naming the release and the file; then what to do first
+    (a broken file: replace it and check the release before retrying, since a retry alone reads it again); then what
+    happens meanwhile; the failed pairs and the file as metadata."""
     pairs = sorted(run.pairs)
     first = pairs[0]
     where = f"Overture release {release}" if release else "The Overture release could not be found"
-    retry = f"nakodo imports retry {first[0]} {first[1]}"
+    retry = f"`nakodo imports retry {first[0]} {first[1]}`" + (
+        f" (and the same for the {plural(len(pairs) - 1, 'other pair')})" if len(pairs) > 1 else ""
+    )
+    if fault.kind in FILE_FAULTS and release:
+        file = f"file {fault.file}" if fault.file else "the broken file"
+        advice = (
+            f"Replace {file} with a whole copy, check the release with `{check_command(release)}` (it names every "
+            f"unreadable file), then retry: {retry}."
+        )
+    else:
+        advice = f"To retry now: {retry}."
     description = (
-        f"{where}: {fault.what}\n"
+        f"{where}: {fault.what}\n{advice}\n"
         f"{plural(len(pairs), 'pair')} of this import {'is' if len(pairs) == 1 else 'are'} marked failed; no campaign "
-        "waits for them, and the import sensor asks for them again on "
-        f"its own after {RETRY_DAYS} days. To retry now: `{retry}`"
-        + (f" (and the same for the {plural(len(pairs) - 1, 'other pair')})" if len(pairs) > 1 else "")
-        + "."
+        f"waits for them, and the import sensor asks for them again on its own after {RETRY_DAYS} days."
     )
     metadata: dict[str, dg.RawMetadataValue] = {
         "failed_pairs": dg.MetadataValue.md("\n".join(f"- {category} in {area}" for area, category in pairs)),

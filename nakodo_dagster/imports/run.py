@@ -39,20 +39,22 @@ def execute_import(
     stamp: datetime | None,
     gate: DriftLimits | None = None,
     accept: bool = False,
+    read_began: datetime | None = None,
 ) -> ImportOutcome:
     """Move to the release, without reading it, the pairs its changelog vouches for (``carry_over_unchanged``);
     read the rest of the run's box (no store lock held meanwhile), then write those pairs in one short transaction,
     dated when it commits; ``stamp`` is the run's own marks' (None: it holds none). The read tries a transient fault
-    again itself (``OvertureResource.read``); ReadFailed says what failed for good. With ``gate``, pairs whose newer
-    release moved past its limits are held (``Store.write_import``), unless ``accept``: then they are measured and
-    land (and nothing is carried over: an analyst's re-import reads)."""
+    again itself (``OvertureResource.read``, a file written since ``read_began`` as changed under it); ReadFailed
+    says what failed for good. With ``gate``, pairs whose newer release moved past its limits are held
+    (``Store.write_import``), unless ``accept``: then they are measured and land (and nothing is carried over: an
+    analyst's re-import reads)."""
     started = time.perf_counter()
     changes, carried, to_read = (
         (None, WrittenImport({}, {}), run) if accept else carry_over_unchanged(run, store, overture, release, stamp)
     )
     read, written = None, WrittenImport({}, {})
     if to_read is not None:
-        read = overture.read(to_read, release)
+        read = overture.read(to_read, release, read_began)
         written = store.write_import(to_read, release, read.table, stamp=stamp, gate=gate, accept=accept)
     seconds = time.perf_counter() - started
     reports = pair_reports(to_read, read.table) if read is not None else []
@@ -101,6 +103,7 @@ def import_or_release_marks(
     overrun: Overrun | None = None,
     read_retried: bool = False,
     accept: bool = False,
+    read_began: datetime | None = None,
 ) -> ImportOutcome:
     """Import the run. If it fails, its own marks (``stamp``) read as failed at once, so no campaign waits six
     hours on it; if it is cancelled or interrupted, they are taken back, since it never tried to the end.
@@ -111,14 +114,15 @@ def import_or_release_marks(
     interrupt from then on is run monitoring stopping a stuck run, and its marks read as failed, since asking for
     the pairs again at once would hold an import slot as long again. ``read_retried`` says the step runs again
     after a transient fault of the release that outlasted the read's own tries (the object store throttling,
-    resetting connections or stalling for a minute), or after a file that changed under the read and is unreadable
-    since: the marks then stay for that try and ReadFailed is raised.
-    ``accept`` lands every pair's rows whatever the drift gate says (an analyst's accepted re-import), measured.
+    resetting connections or stalling for a minute), or after a file written since ``read_began`` (when the run
+    started) and unreadable since: the marks then stay for that try and ReadFailed is raised. A file unreadable
+    before then fails the pairs at once, in every try. ``accept`` lands every pair's rows whatever the drift gate
+    says (an analyst's accepted re-import), measured.
     """
     gate = drift_limits()
     try:
         release = release or overture.current_release()
-        return execute_import(run, store, overture, release, stamp, gate, accept)
+        return execute_import(run, store, overture, release, stamp, gate, accept, read_began)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         end_interrupted(run, store, stamp, overrun)
         raise
@@ -165,7 +169,7 @@ def _interrupt_behind(error: BaseException) -> BaseException | None:
 
 def run_stamp(run: dg.DagsterRun) -> datetime | None:
     """The stamp of the marks a run holds (its STAMP tag), or None if it holds none."""
-    value = run.tags.get(tags.STAMP)
+    value = tags.run_tag(run.tags, tags.STAMP)
     return tags.stamp_from_tag(value) if value else None
 
 

@@ -14,7 +14,7 @@ from nakodo_dagster.imports.events import (
     replaced_marks_warning,
     tag_held,
 )
-from nakodo_dagster.imports.failure import run_overrun
+from nakodo_dagster.imports.failure import run_overrun, run_started
 from nakodo_dagster.imports.run import import_or_release_marks, run_stamp
 from nakodo_dagster.jobs import CONSOLE_LOGGER_CONFIG, passing_faults_retried, retries_left
 from nakodo_dagster.pacing import IMPORT_MAX_RUNTIME_MINUTES
@@ -48,6 +48,7 @@ def import_block(
             run_stamp(context.run),
             overrun=run_overrun(context),
             read_retried=retries_left(context),
+            read_began=run_started(context),
         )
     landed = [p for p in outcome.pairs if (p.area, p.category) not in outcome.held | outcome.carried]
     context.log.info(

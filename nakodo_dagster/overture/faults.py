@@ -1,6 +1,6 @@
 """What went wrong in a read of a release, in words: a transient fault is worth another try within the run, a
-permanent one (a file that is not Parquet, a schema the reader does not know) is not. A file that changed under the
-read and is unreadable since is neither: a later try may find it whole again (``ReleaseChanged``)."""
+permanent one (a file that is not Parquet or cut short, a schema the reader does not know) is not. A file written
+while the import read it and unreadable since is neither: a later try may find it whole again (``ReleaseChanged``)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ own retries could not fix."""
 FIRST_BACKOFF_SECONDS = 1.0
 PASSING_KINDS = ("transient", "changed")
 """The faults the import step tries again, a little later, before its pairs are marked failed: the object store's
-(throttled, reset, stalled past the read's own tries) and a file that changed under the read and cannot be read
-since (cut short or being replaced in place, then put back)."""
+(throttled, reset, stalled past the read's own tries) and a file written while the import read it and unreadable
+since (being replaced in place, then whole again). A file unreadable when the import began is not tried again:
+nothing says it will ever be whole."""
 
 _TRANSIENT_WORDS = (
     "timed out",
@@ -52,9 +53,10 @@ _UNREADABLE_WORDS = ("thrift", "parquet magic", "not a parquet file", "footer", 
 
 
 class ReleaseChanged(Exception):
-    """A file of the release changed while it was read (its version is not the one its index holds) and could not
-    be read again since: cut short, or replaced and not whole yet. A file unreadable from its first read is not
-    this: nothing says it will ever be whole."""
+    """A file of the release was written while the import read it (its version is not the one its index holds, and
+    it is newer than the import) and could not be read again since: cut short, or replaced and not whole yet. A file
+    already unreadable when the import began is not this, whatever an older index says of it: nothing says it will
+    ever be whole."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,11 @@ class ReadFault:
         if self.kind == "changed":
             return f"{file} changed while it was read and is unreadable since (truncated or being replaced)"
         if self.kind == "schema":
-            return f"{file} has columns the reader does not know ({_first_line(self.error)})"
+            return f"{file} has columns the reader does not know ({first_line(self.error)})"
         if self.kind == "transient":
             tries = plural(self.attempts, "try", "tries")
-            return f"{file} could not be fetched after {tries} ({_first_line(self.error)})"
-        return f"reading {file} failed: {_first_line(self.error)}"
+            return f"{file} could not be fetched after {tries} ({first_line(self.error)})"
+        return f"reading {file} failed: {first_line(self.error)}"
 
 
 def classify(error: BaseException, attempts: int = 1) -> ReadFault:
@@ -141,6 +143,7 @@ def _chain(error: BaseException):
         current = current.__cause__ or current.__context__
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """An error's first line, at most 200 characters; its class's name if it says nothing."""
     text = str(error).strip()
     return text.splitlines()[0][:200] if text else type(error).__name__

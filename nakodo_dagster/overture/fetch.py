@@ -51,7 +51,12 @@ T = TypeVar("T")
 
 
 class StaleIndex(Exception):
-    """A release file changed or vanished since the index was built: rebuild the index and read again."""
+    """A release file changed or vanished since the index was built: rebuild the index and read again. ``path`` is
+    the file, where one is to blame."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass
@@ -98,6 +103,16 @@ class Objects:
         self.stats.add(len(data))
         return bytes(data), result.meta["size"], result.meta["e_tag"] or ""
 
+    async def modified(self, path: str) -> dt.datetime | None:
+        """When the file was last written (whole seconds on S3), or None if it is gone."""
+        try:
+            async with self.slots:
+                meta = await obstore.head_async(self.store, path.removeprefix(self.prefix))
+        except (FileNotFoundError, NotFoundError):
+            return None
+        self.stats.add(0)
+        return meta["last_modified"]
+
     async def files(self, folder: str, suffix: str) -> list[str]:
         """The files directly in a folder whose names end with ``suffix``, sorted, named as DuckDB's glob names them."""
         async with self.slots:
@@ -121,7 +136,7 @@ class Objects:
                 result = await obstore.get_async(self.store, path.removeprefix(self.prefix), options=options)
                 data = memoryview(await result.bytes_async())
         except (FileNotFoundError, NotFoundError, PreconditionError) as exc:
-            raise StaleIndex(f"{path} changed or is gone since the index was built: {exc}") from exc
+            raise StaleIndex(f"{path} changed or is gone since the index was built: {exc}", path) from exc
         if len(data) != length:
             raise OSError(f"reading {length} bytes at {offset} of {path}: got {len(data)}")
         self.stats.add(len(data))

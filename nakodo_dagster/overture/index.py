@@ -198,15 +198,9 @@ def load_index(path: Path) -> ReleaseIndex | None:
     )
 
 
-def build_index(
-    root: str | Path, release: str, folder: str | Path, columns: Callable[[str], bool] = lambda leaf: True
-) -> tuple[ReleaseIndex, FetchStats]:
-    """Read every footer of the release once, store the index atomically, and return it with what it cost.
-
-    Only the chunks of the leaves ``columns`` wants (by Parquet path) get their byte ranges; a read that wants
-    another one gets StaleIndex, and a rebuild with its own ``columns``.
-    """
-    root = check_root(root)
+def release_files(root: str, release: str) -> list[str]:
+    """The places files of a release under a checked root, sorted; InvalidInput naming the releases there if it has
+    none."""
     pattern = places_glob(root, release)
     places_folder, _, name = pattern.rpartition("/")
     try:
@@ -220,6 +214,19 @@ def build_index(
             files = glob_files(connection, pattern)
     if not files:
         raise missing_release(root, release)
+    return files
+
+
+def build_index(
+    root: str | Path, release: str, folder: str | Path, columns: Callable[[str], bool] = lambda leaf: True
+) -> tuple[ReleaseIndex, FetchStats]:
+    """Read every footer of the release once, store the index atomically, and return it with what it cost.
+
+    Only the chunks of the leaves ``columns`` wants (by Parquet path) get their byte ranges; a read that wants
+    another one gets StaleIndex, and a rebuild with its own ``columns``.
+    """
+    root = check_root(root)
+    files = release_files(root, release)
     source, tables = run_coroutine(_index_rows(root, files, columns))
     path = index_path(root, release, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,13 +256,13 @@ async def _index_rows(
     with ThreadPoolExecutor(DECODE_WORKERS) as pool:
 
         async def rows(path: str) -> pa.Table:
-            footer, size, version = await _footer(source, path)
+            footer, size, version = await file_footer(source, path)
             return await loop.run_in_executor(pool, _file_rows, path, footer, size, version, columns)
 
         return source, list(await asyncio.gather(*(rows(path) for path in files)))
 
 
-async def _footer(source: Objects, path: str) -> tuple[bytes, int, str]:
+async def file_footer(source: Objects, path: str) -> tuple[bytes, int, str]:
     """A file's footer (with the magic before it, as pyarrow reads it), its size and its version."""
     tail, size, version = await source.tail(path, TAIL_BYTES)
     if tail[-4:] != _MAGIC:

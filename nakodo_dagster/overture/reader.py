@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,15 @@ from nakodo_dagster.duckdb_connection import in_memory, interruptible
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.overture.duck import connect, is_s3
 from nakodo_dagster.overture.faults import ReleaseChanged, classify, read_with_retries
-from nakodo_dagster.overture.fetch import FetchStats, FileRead, ReadPlan, StaleIndex, landing_row_groups
+from nakodo_dagster.overture.fetch import (
+    FetchStats,
+    FileRead,
+    Objects,
+    ReadPlan,
+    StaleIndex,
+    landing_row_groups,
+    run_coroutine,
+)
 from nakodo_dagster.overture.index import ReleaseIndex, build_index, index_path, load_index, read_chunks, read_footers
 from nakodo_dagster.overture.ranges import carried_row_groups, plan_requests
 from nakodo_dagster.overture.releases import check_root, glob_files, missing_release, places_glob
@@ -130,28 +139,36 @@ class ReadResult:
     schema: str
 
 
-def read_places(run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None) -> ReadResult:
+def read_places(
+    run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None, began: datetime | None = None
+) -> ReadResult:
     """The places of one import run from one release: the run's box, categories and (for a country) country.
 
     ``index_dir`` holds release indexes (built here on a release's first read; ``OvertureResource.index_dir``
-    is the configured one); None reads without one.
+    is the configured one); None reads without one. ``began`` is when the import began reading (None: now): a
+    file written since then changed under its read (``ReleaseChanged``); a file written before and unreadable now
+    was unreadable from its first read, and fails as unreadable.
     """
+    began = began or datetime.now(UTC)
     started = time.perf_counter()
     if run.country_code and run.areas != (f"country:{run.country_code}",):
         raise InvalidInput(f"a country run reads one area, country:{run.country_code}; got {list(run.areas)}")
     if index_dir is None:
         table, schema, files, bytes_read, requests = _read_with_duckdb(run, root, release)
     else:
-        table, schema, files, bytes_read, requests = _read_with_index(run, root, release, index_dir)
+        table, schema, files, bytes_read, requests = _read_with_index(run, root, release, index_dir, began)
     stats = ReadStats(table.num_rows, time.perf_counter() - started, files, bytes_read, requests)
     return ReadResult(table, stats, schema)
 
 
-def read_places_retried(run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None) -> ReadResult:
+def read_places_retried(
+    run: ImportRun, root: str | Path, release: str, *, index_dir: str | Path | None, began: datetime | None = None
+) -> ReadResult:
     """``read_places`` as an import run reads: a transient fault of the release (the object store throttling,
     resetting connections, stalling) is tried again here with a doubling pause; ReadFailed says what failed for
     good (``faults.read_with_retries``)."""
-    return read_with_retries(lambda: read_places(run, root, release, index_dir=index_dir))
+    began = began or datetime.now(UTC)
+    return read_with_retries(lambda: read_places(run, root, release, index_dir=index_dir, began=began))
 
 
 def _read_with_duckdb(run: ImportRun, root: str | Path, release: str) -> tuple[pa.Table, str, int, int, int | None]:
@@ -183,7 +200,7 @@ def _read_with_duckdb(run: ImportRun, root: str | Path, release: str) -> tuple[p
 
 
 def _read_with_index(
-    run: ImportRun, root: str | Path, release: str, index_dir: str | Path
+    run: ImportRun, root: str | Path, release: str, index_dir: str | Path, began: datetime
 ) -> tuple[pa.Table, str, int, int, int | None]:
     root = check_root(root)
     index = load_index(index_path(root, release, index_dir))
@@ -200,15 +217,24 @@ def _read_with_index(
             index, rebuilt = build_index(root, release, index_dir, query_column)
             table, schema, cost = _query_landing(run, root, index, release)
         except Exception as error:
-            if classify(error).kind != "unreadable":
+            if classify(error).kind != "unreadable" or not _written_since(root, stale, began):
                 raise
-            # The file was readable when the index was built: cut short or caught half replaced, it may be whole
-            # again on a later try, unlike a file unreadable from the start.
+            # Written while this import read it: cut short or caught half replaced, it may be whole again on a
+            # later try, unlike a file already unreadable when the import began (truncated before it, whatever an
+            # older index says of it).
             raise ReleaseChanged(f"{stale}; read again: {error}") from error
         spent.append(rebuilt)
     spent.append(cost)
     requests = None if spent[0].requests is None else sum(s.requests for s in spent)
     return table, schema, len(index.files), sum(s.bytes for s in spent), requests
+
+
+def _written_since(root: str, stale: StaleIndex, began: datetime) -> bool:
+    """Whether the file a stale index blamed was written at or after ``began`` (a vanished one was)."""
+    if stale.path is None:
+        return False
+    written = run_coroutine(Objects(root).modified(stale.path))
+    return written is None or written >= began
 
 
 def _result(table: pa.Table) -> pa.Table:

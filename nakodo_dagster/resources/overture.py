@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -84,10 +85,11 @@ class OvertureResource(dg.ConfigurableResource):
         """The release to import: the configured one, or the newest under the root."""
         return resolve_release(self.root, self.release.strip() or None)
 
-    def read(self, run: ImportRun, release: str) -> ReadResult:
+    def read(self, run: ImportRun, release: str, began: datetime | None = None) -> ReadResult:
         """The places one import run reads from the release, a transient fault tried again within the read
-        (``reader.read_places_retried``: ReadFailed says what failed for good)."""
-        return read_places_retried(run, self.root, release, index_dir=self.index_dir)
+        (``reader.read_places_retried``: ReadFailed says what failed for good); ``began`` is when the import began
+        reading (None: now), before which a file found unreadable was unreadable from the first read."""
+        return read_places_retried(run, self.root, release, index_dir=self.index_dir, began=began)
 
     def release_before(self, release: str) -> str | None:
         """The release listed just before ``release`` under the root: the one its changelog compares with."""

@@ -110,14 +110,14 @@ def _blocking_runs(instance: dg.DagsterInstance, runs: list[ImportRun], now: dat
     keys = sorted({run.key for run in runs})
     since = now - timedelta(hours=SAME_WORK_HOURS)
     blocking: set[str] = set()
-    for start in range(0, len(keys), _KEYS_PER_QUERY):
-        chunk = {tags.IMPORT_KEY: keys[start : start + _KEYS_PER_QUERY]}
+    for start, key in itertools.product(range(0, len(keys), _KEYS_PER_QUERY), tags.keys_of(tags.IMPORT_KEY)):
+        chunk = {key: keys[start : start + _KEYS_PER_QUERY]}
         for runs_filter in (
             dg.RunsFilter(tags=chunk, statuses=UNFINISHED),
             dg.RunsFilter(tags=chunk, statuses=[dg.DagsterRunStatus.SUCCESS], created_after=since),
         ):
             records = instance.get_run_records(runs_filter)
-            blocking.update(record.dagster_run.tags[tags.IMPORT_KEY] for record in records)
+            blocking.update(record.dagster_run.tags[key] for record in records)
     return blocking
 
 
@@ -138,7 +138,10 @@ def queue_pace(instance: dg.DagsterInstance) -> tuple[float, int]:
 
 
 def _has_run(instance: dg.DagsterInstance, stamp: datetime, pairs: Sequence[tuple[str, str]]) -> bool:
-    if instance.get_run_records(filters=dg.RunsFilter(tags={tags.STAMP: tags.stamp_tag(stamp)}), limit=1):
+    if any(
+        instance.get_run_records(filters=dg.RunsFilter(tags={key: tags.stamp_tag(stamp)}), limit=1)
+        for key in tags.keys_of(tags.STAMP)
+    ):
         return True
     # An analyst's re-materialisation marks its pair from inside its own run, which may not carry the stamp yet.
     return any(
@@ -221,10 +224,14 @@ def take_back_unretried(
     for record in records:
         run = record.dagster_run
         # Only runs Dagster decided about: a run it never meant to retry had its marks marked failed.
-        if WILL_RETRY_TAG not in run.tags or AUTO_RETRY_RUN_ID_TAG in run.tags or tags.STAMP not in run.tags:
+        value = tags.run_tag(run.tags, tags.STAMP)
+        if WILL_RETRY_TAG not in run.tags or AUTO_RETRY_RUN_ID_TAG in run.tags or value is None:
             continue
-        stamp = tags.stamp_from_tag(run.tags[tags.STAMP])
-        if instance.get_runs_count(dg.RunsFilter(tags={tags.STAMP: run.tags[tags.STAMP]}, statuses=UNFINISHED)):
+        stamp = tags.stamp_from_tag(value)
+        if any(
+            instance.get_runs_count(dg.RunsFilter(tags={key: value}, statuses=UNFINISHED))
+            for key in tags.keys_of(tags.STAMP)
+        ):
             continue
         why = f"run {run.run_id} failed and Dagster could not run it again"
         if taken := release_unsent(store, store.marks_stamped(stamp), stamp, why, log):

@@ -160,7 +160,7 @@ with dg.DagsterInstance.from_config(sys.argv[1]) as instance:
 """
 
 
-def test_a_run_launched_without_loggers_prints_info_and_its_failure_once(tmp_path):
+def test_a_run_launched_without_loggers_prints_info_and_its_failure_in_one_line(tmp_path):
     # As the UI's Materialize launches a run: no logger in its run config, on the embedded default's instance. In a
     # process of its own: what its fork server's workers print is what a terminal shows (this process's fork server
     # may date from another test, with that test's captured output).
@@ -180,15 +180,23 @@ def test_a_run_launched_without_loggers_prints_info_and_its_failure_once(tmp_pat
     run_id = done.stdout.split("launched ")[1].split()[0]
 
     assert " - DEBUG - " not in printed, printed
-    assert " - STEP_FAILURE - " in printed and " - RUN_FAILURE - " in printed, printed
-    # The step's chained traceback once, under the step's failure; the run's failure is one line.
-    assert printed.count("ValueError: the headline") == 1, printed
-    assert printed.count("The above exception was caused by the following exception") == 1, printed
-    # Every event is still in the event log, for the UI.
+    (step_failure,) = [line for line in printed.splitlines() if " - STEP_FAILURE - " in line]
+    (run_failure,) = [line for line in printed.splitlines() if " - RUN_FAILURE - " in line]
+    # The step's failure in one line, what it raised in words; the run's failure points at it.
+    assert step_failure.endswith(
+        'Execution of step "fail" failed: ValueError: the headline (its traceback is in the run\'s event log)'
+    ), step_failure
+    assert run_failure.endswith("Steps failed: ['fail']. The step's failure is above."), run_failure
+    assert "Stack Trace" not in printed and "the cause" not in printed, printed
+    # Every event is still whole in the event log, for the UI: the traceback and the chain of causes.
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
-        logged = {record.dagster_event_type for record in instance.all_logs(run_id)}
+        records = instance.all_logs(run_id)
+    logged = {record.dagster_event_type for record in records}
     assert {dg.DagsterEventType.STEP_START, dg.DagsterEventType.RUN_FAILURE} <= logged
+    (failure,) = [r for r in records if r.dagster_event_type == dg.DagsterEventType.STEP_FAILURE]
+    error = failure.dagster_event.step_failure_data.error.to_string()
+    assert "ValueError: the headline" in error and "KeyError: 'the cause'" in error and "Stack Trace" in error
 
 
 def test_a_run_runs_the_code_as_it_is_when_launched_not_as_it_was_when_the_fork_server_started(instance, tmp_path):

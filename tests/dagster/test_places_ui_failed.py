@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 from overture_helpers import CURRENT as RELEASE
 
@@ -103,7 +104,14 @@ def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_l
         f"Overture release {RELEASE}: file part-00000.zstd.parquet is unreadable (truncated or not Parquet)"
     )
     first_area, first_category = sorted(import_payload(leeds.run_config)["pairs"])[0]
-    assert f"`nakodo imports retry {first_area} {first_category}`" in next_step
+    # What to do first: a retry alone reads the same broken file again.
+    assert next_step.startswith(
+        f"Replace file part-00000.zstd.parquet with a whole copy, check the release with `nakodo overture check "
+        f"{RELEASE}`"
+    ), next_step
+    assert next_step.endswith(
+        f"then retry: `nakodo imports retry {first_area} {first_category}` (and the same for the 3 other pairs)."
+    ), next_step
     assert failure.user_failure_data.metadata["file"].value == "part-00000.zstd.parquet"
     assert failure.user_failure_data.metadata["attempts"].value == 1, "an unreadable file is not tried again"
     assert "is not a Parquet file" in failure.error.to_string()
@@ -198,15 +206,24 @@ def test_a_re_import_by_hand_of_a_file_with_broken_pages_names_the_file(instance
     assert any(f"file {name} is unreadable" in headline for name in names), headline
 
 
-def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):
-    resources["store"].store.add_campaign("Paris", PARIS)
+def import_from_broken_release(
+    instance: dg.DagsterInstance, resources: dict, tmp_path: Path, targeting: Targeting
+) -> tuple[dg.RunRequest, dg.ExecuteInProcessResult]:
+    """A campaign's one import run, asked for by the import sensor, run on a release whose only file is not Parquet:
+    its request and its (failed) result."""
+    resources["store"].store.add_campaign("Campaign", targeting)
     ticked = import_sensor(dg.build_sensor_context(instance=instance, resources=resources))
     register_partitions(instance, ticked)
     (request,) = ticked.run_requests
     broken = {**resources, "overture": OvertureResource(root=_broken_root(tmp_path))}
-    failed = import_places.execute_in_process(
+    result = import_places.execute_in_process(
         run_config=request.run_config, tags=request.tags, instance=instance, resources=broken, raise_on_error=False
     )
+    return request, result
+
+
+def test_a_failure_seen_after_a_later_import_loaded_the_pairs_does_not_show_them_failed(instance, resources, tmp_path):
+    request, failed = import_from_broken_release(instance, resources, tmp_path, PARIS)
     # An analyst's import loads the pair before the failure sensor's next tick looks at the failed run.
     import_places.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
 
@@ -247,3 +264,30 @@ def test_a_failed_backfill_run_shows_its_partitions_failed_and_its_pairs_failed(
     store = resources["store"].store
     cutoffs = Cutoffs.at(datetime.now(UTC))
     assert {cutoffs.row_state(r) for r in store.import_rows(cells, [category])} == {"failed"}
+
+
+@pytest.mark.parametrize(
+    ("area", "category", "why"),
+    [
+        ("Leeds", "cafe", "area 'Leeds' is not allowed: use 'cell:LAT,LNG'"),
+        ("cell:53.3,-2", "cafe", "area 'cell:53.3,-2' is not allowed"),
+        ("cell:53.5,-2", "Cafés", "category 'Cafés' is not allowed: use Overture's plain names"),
+    ],
+)
+def test_a_partition_key_added_by_hand_that_is_no_pair_is_refused_and_imports_nothing(
+    instance, resources, area, category, why
+):
+    # The partition list's "Add partition" registers whatever it is given.
+    instance.add_dynamic_partitions(AREA, [area])
+    instance.add_dynamic_partitions(CATEGORY, [category])
+    key = f"{area}|{category}"
+
+    result = dg.materialize([places], partition_key=key, resources=resources, instance=instance, raise_on_error=False)
+
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    message = failure.step_failure_data.error.message
+    assert f"places partition {key!r} is not an (area, category) pair, so nothing was imported: {why}" in message
+    store = resources["store"].store
+    assert store.import_rows({area, "cell:53.5,-2"}, {category, "cafe"}) == [], "nothing marked, nothing read"
+    assert not result.get_asset_materialization_events()

@@ -21,6 +21,7 @@ from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 from overture_helpers import CURRENT as RELEASE
 
+from nakodo_dagster.assets.places import BACKFILL_PAIRS_PER_RUN
 from nakodo_dagster.headless import sync
 from nakodo_dagster.imports.events import PLACES
 from nakodo_dagster.partitions import places_partition
@@ -105,6 +106,13 @@ def test_each_asset_page_lists_the_sensor_that_keeps_it_fresh(instance, tmp_path
     assert automations[tuple(CAMPAIGN_SEARCH.path)] == {("Sensor", search_sensor.name)}
 
 
+BACKFILL_POLICY = """
+query {
+  assetNodes { assetKey { path } backfillPolicy { description } }
+}
+"""
+
+
 def _launch_backfill(workspace: WorkspaceProcessContext, partitions: list[str]) -> str:
     """Launch a backfill as the UI's Materialize dialog does, with the GraphQL mutation it sends."""
     params = {"assetSelection": [{"path": PLACES.path}], "partitionNames": partitions, "fromFailure": False}
@@ -149,11 +157,16 @@ def test_a_backfill_runs_as_block_runs_and_re_reads_every_pair(workspace, backfi
 
     assert backfill_instance.get_backfill(backfill_id).status == BulkActionStatus.COMPLETED_SUCCESS
     runs = backfill_instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
-    # One run per category, not one per pair: Dagster's single-run policy makes a run of each stretch of
-    # neighbouring partitions, and each block's cells are neighbours in the area dimension.
+    # One run per category, not one per pair: Dagster makes a run of each stretch of neighbouring partitions, and
+    # each block's cells are neighbours in the area dimension.
     assert len(runs) == len(BLOCK.categories), [run.tags for run in runs]
     assert backfill_instance.get_runs_count() - runs_before == len(runs)
     assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+    # What the launch dialog said of them is what they did: several runs, none past the policy's maximum.
+    policy = execute_dagster_graphql(workspace.create_request_context(), BACKFILL_POLICY).data["assetNodes"]
+    (said,) = [node["backfillPolicy"]["description"] for node in policy if node["assetKey"]["path"] == PLACES.path]
+    assert said == f"Backfills in multiple runs, with a maximum of {BACKFILL_PAIRS_PER_RUN} partitions per run"
+    assert all(len(_materialised(backfill_instance, run.run_id)) <= BACKFILL_PAIRS_PER_RUN for run in runs)
     # Nothing in the runs' logs a person would take for a fault.
     logs = [entry for run in runs for entry in backfill_instance.all_logs(run.run_id)]
     assert not [e.user_message for e in logs if e.level >= logging.WARNING or "did not yield" in e.user_message]

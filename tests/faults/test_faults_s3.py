@@ -15,6 +15,7 @@ import struct
 import time
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from fault_helpers import (
     assert_run_failed,
@@ -132,23 +133,27 @@ def _hang(remote, monkeypatch) -> None:
 
 
 def _truncate(remote, monkeypatch) -> None:
-    # The first import read the files whole (and indexed them): cut short since, they are a passing fault the step
-    # tries again (once, at once, here; a minute in production) before the pairs are marked failed.
-    monkeypatch.setattr(jobs, "STEP_RETRIES", 1)
+    # The first import read the files whole (and indexed them): cut short since, before this import began, they are
+    # unreadable from its first read, whatever the index says: the pairs are marked failed without another try (a
+    # try allowed here would come at once).
     monkeypatch.setattr(jobs, "STEP_RETRY_SECONDS", 1)
     _replace_objects(remote, lambda body: body[: len(body) // 2])
 
 
+# Each fault: how it is made, what the failure says, and how many times the step runs.
 FAULTS = {
-    "server hangs past the timeout and the step's retry": (_hang, r"Timeout was reached"),
-    "truncated files": (
-        _truncate,
-        r"file [\w.-]+\.parquet changed while it was read and is unreadable since \(truncated or being replaced\)",
+    "server hangs past the timeout and the step's retry": (_hang, r"Timeout was reached", 2),
+    "truncated files": (_truncate, r"file [\w.-]+\.parquet is unreadable \(truncated or not Parquet\)", 1),
+    "corrupt files": (
+        lambda remote, _: _replace_objects(remote, _scrambled),
+        r"(?i)corrupt|invalid|deserializ|zstd",
+        1,
     ),
-    "corrupt files": (lambda remote, _: _replace_objects(remote, _scrambled), r"(?i)corrupt|invalid|deserializ|zstd"),
     "release gone between discovery and read": (
         lambda remote, _: remote.proxy.add(Rule("listing", 1, after=lambda: _delete_release(remote))),
         rf"release '{re.escape(RELEASE)}' is not under .*available here: none",
+        # Its files vanish under the read, which the step tries again; the next try finds no release at all.
+        2,
     ),
 }
 
@@ -166,13 +171,17 @@ def test_a_failed_reimport_keeps_the_places_and_blocks_for_a_week(
     assert any(before.values())
     # The same run asked for again (its pairs re-marked with its own stamp), as a month later.
     store.force_request(pairs, tags.stamp_from_tag(request.tags[tags.STAMP]))
-    inject, message = FAULTS[fault]
+    inject, message, tries = FAULTS[fault]
     inject(remote_release, monkeypatch)
 
     result = execute(instance, resources, request)
 
     assert_run_failed(instance, result)
     assert re.search(message, failure_text(result)), failure_text(result)
+    started = instance.get_records_for_run(
+        result.run_id, of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_RESTARTED}
+    ).records
+    assert len(started) == tries, "only the object store's fault is tried again, not the data's own"
     assert not changed_places(before, stored_places(store, pairs)), "the previous places stay"
     assert [(area, category) for area, category, _ in marks(store, LEEDS)] == sorted(pairs), "the mark stays"
     assert states(store, campaign) == (0, {"failed"}), "nobody waits on it: it reads as failed"

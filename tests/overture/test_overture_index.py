@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -251,17 +252,25 @@ def test_a_rewritten_release_file_rebuilds_the_index(sample_root, tmp_path):
     assert 0 < after.table.num_rows < before.table.num_rows
 
 
+def _cut_short(folder: Path) -> tuple[Path, bytes]:
+    """The release's first file cut to half its bytes (its footer gone), and its whole bytes."""
+    cut = sorted(folder.iterdir())[0]
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[: len(whole) // 2])
+    return cut, whole
+
+
 @pytest.mark.faults
 def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_once_restored(sample_root, tmp_path):
     root, folder = _copied_release(sample_root, tmp_path)
     run = RUNS["block"]
     before = read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
-    cut = sorted(folder.iterdir())[0]
-    whole = cut.read_bytes()
-    cut.write_bytes(whole[: len(whole) // 2])
+    # The import began reading before the file was cut (a step's first try, the file replaced in place meanwhile).
+    began = datetime.now(UTC) - timedelta(seconds=1)
+    cut, whole = _cut_short(folder)
 
     with pytest.raises(ReadFailed) as failed:
-        read_with_retries(lambda: read_places(run, str(root), CURRENT, index_dir=tmp_path / "index"))
+        read_with_retries(lambda: read_places(run, str(root), CURRENT, index_dir=tmp_path / "index", began=began))
     # Tried again by the import step (passing_fault), not marked failed for 7 days at the first read.
     assert failed.value.fault.kind == "changed" and failed.value.fault.kind in PASSING_KINDS
     assert str(failed.value) == (
@@ -271,6 +280,22 @@ def test_a_release_file_cut_short_under_the_read_is_a_passing_fault_and_reads_on
 
     cut.write_bytes(whole)
     assert read_places(run, str(root), CURRENT, index_dir=tmp_path / "index").table.equals(before.table)
+
+
+@pytest.mark.faults
+def test_a_release_file_cut_short_before_the_import_is_unreadable_though_an_index_knew_it_whole(sample_root, tmp_path):
+    root, folder = _copied_release(sample_root, tmp_path)
+    run = RUNS["block"]
+    read_places(run, str(root), CURRENT, index_dir=tmp_path / "index")
+    cut, _ = _cut_short(folder)
+    # The import begins after the cut: its index, built from the whole file, is all that says it changed.
+    began = datetime.fromtimestamp(cut.stat().st_mtime, UTC) + timedelta(seconds=1)
+
+    with pytest.raises(ReadFailed) as failed:
+        read_with_retries(lambda: read_places(run, str(root), CURRENT, index_dir=tmp_path / "index", began=began))
+    assert failed.value.fault.kind == "unreadable"
+    assert str(failed.value) == f"file {cut.name} is unreadable (truncated or not Parquet)"
+    assert passing_fault(failed.value) is None, "not tried again: it was unreadable from this import's first read"
 
 
 @pytest.mark.faults
