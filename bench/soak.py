@@ -104,19 +104,34 @@ def fleet(count: int, seed: int) -> list[Targeting]:
     ]
 
 
-def seed_fleet(store: Store, campaigns: list[Targeting], first_account: int = 0) -> None:
-    """Add the campaigns through the store as users do, in accounts of CAMPAIGNS_PER_ACCOUNT (every fifth account
-    on pro, with PRO_CAMPAIGNS)."""
-    remaining = list(campaigns)
+def fleet_accounts(store: Store, campaigns: int, first_account: int = 0) -> list[int]:
+    """Accounts for ``campaigns`` campaigns, CAMPAIGNS_PER_ACCOUNT each (every fifth account on pro, with
+    PRO_CAMPAIGNS): the account of each campaign, in order."""
+    owners: list[int] = []
     number = first_account
-    while remaining:
+    while len(owners) < campaigns:
         pro = number % 5 == 4
         account = store.add_account(f"account {number}", "pro" if pro else "unlimited")
-        size = PRO_CAMPAIGNS if pro else CAMPAIGNS_PER_ACCOUNT
-        share, remaining = remaining[:size], remaining[size:]
-        for index, targeting in enumerate(share):
-            store.add_campaign(f"account {number} campaign {index}", targeting, account_id=account)
+        owners += [account] * min(PRO_CAMPAIGNS if pro else CAMPAIGNS_PER_ACCOUNT, campaigns - len(owners))
         number += 1
+    return owners
+
+
+def fleet_names(owners: list[int]) -> list[str]:
+    """The campaigns' names: each account's campaigns counted from 0, ``account 7 campaign 3``."""
+    counts: dict[int, int] = {}
+    names = []
+    for account in owners:
+        counts[account] = counts.get(account, -1) + 1
+        names.append(f"account {account} campaign {counts[account]}")
+    return names
+
+
+def seed_fleet(store: Store, campaigns: list[Targeting], first_account: int = 0) -> None:
+    """Add the campaigns through the store as users do, in the accounts of ``fleet_accounts``."""
+    owners = fleet_accounts(store, len(campaigns), first_account)
+    for targeting, account, name in zip(campaigns, owners, fleet_names(owners), strict=True):
+        store.add_campaign(name, targeting, account_id=account)
 
 
 def soak_template(admin_url: str, campaigns: int, seed: int) -> str:

@@ -87,6 +87,10 @@ class Holding:
     def usage(self) -> Usage:
         return Usage(self.campaigns, len(self.areas), sum(area.startswith(COUNTRY_PREFIX) for area in self.areas))
 
+    def adding(self, areas: Iterable[str], *, new_campaign: bool) -> Holding:
+        """What the account holds once ``areas`` (and, if ``new_campaign``, one more active campaign) are added."""
+        return Holding(self.campaigns + int(new_campaign), self.areas | frozenset(areas))
+
 
 def locations_in_words(locations: Sequence[Location]) -> str:
     """``a 200 km circle``, ``a 25 km circle and FR``: what a campaign or a location asks for, briefly."""

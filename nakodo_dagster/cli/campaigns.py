@@ -6,12 +6,16 @@ import sys
 from pathlib import Path
 
 import click
+from tqdm import tqdm
 
+from nakodo_dagster.cli.campaign_file import CampaignFile, read_campaign_file
 from nakodo_dagster.cli.locations import describe_location, location_options, parse_location
 from nakodo_dagster.cli.shared import NakodoCommand, NakodoGroup, open_configured_store, utc_minute
+from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.export import FORMATS, check_destination, columns, write_results
 from nakodo_dagster.placement import Targeting, areas_for, check_categories
-from nakodo_dagster.store import DEFAULT_ACCOUNT_ID, Campaign, check_campaign_name
+from nakodo_dagster.store import DEFAULT_ACCOUNT_ID, Campaign, CampaignsRefused, Store, check_campaign_name
+from nakodo_dagster.words import plural
 
 
 @click.group(cls=NakodoGroup)
@@ -84,6 +88,64 @@ def campaign_add_location(
     location = request.resolve(store)
     store.add_campaign_location(campaign_id, location)
     click.echo(f"Campaign {campaign_id} now also targets {describe_location(location)}")
+
+
+@campaign.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--check", "check_only", is_flag=True, help="Check the whole file against the store; write nothing.")
+def campaign_import(file: Path, check_only: bool) -> None:
+    """Create the campaigns of FILE (.csv, .geojson or .parquet), every one or none: each row is one location of a
+    campaign, and the rows that share an account and a name are one campaign.
+
+    \b
+    name,account,lat,lng,radius_km,country,categories
+    Leeds cafes and pubs,2,53.7997,-1.5492,25,,cafe;pub
+    Leeds cafes and pubs,2,53.4808,-2.2426,10,,cafe;pub
+    Swiss bakeries,2,,,,CH,bakery
+
+    The file is checked whole before anything is written, each row as `campaign add` checks its options and each
+    account's plan over its active campaigns and the file's: every row refused is named, with why and what is
+    allowed, and nothing is written. GeoJSON features and GeoParquet rows give their point as a Point geometry
+    (no lat, lng) and categories as a list or as text separated by ";".
+    """
+    read = read_campaign_file(file)
+    if not read.rows:
+        raise InvalidInput(
+            f"{file} has no campaigns: one {read.format.row} per location of a campaign "
+            "(`nakodo campaign import --help` shows an example)"
+        )
+    problems = {number: list(found) for number, found in read.problems.items()}
+    new = [c.campaign for c in read.campaigns]
+    store = open_configured_store()
+    _refuse_unknown_accounts(store, read, problems)
+    try:
+        with tqdm(total=len(new), unit=" campaigns", desc="Importing", disable=check_only or bool(problems)) as bar:
+            ids = store.add_campaigns(new, check_only=check_only or bool(problems), written=bar.update)
+    except CampaignsRefused as refused:
+        for index, why in refused.refusals.items():
+            number, problem = read.campaign_problem(index, why)
+            problems.setdefault(number, []).append(problem)
+    if problems:
+        raise InvalidInput(f"{file}: {read.refusal(problems)}")
+    accounts = plural(len({c.account_id for c in new}), "account")
+    if check_only:
+        click.echo(f"{file}: {plural(len(new), 'campaign')} for {accounts}, all fit; nothing written (--check)")
+        return
+    store.refresh_campaign_statistics()
+    numbered = f"id {ids[0]}" if len(ids) == 1 else f"ids {ids[0]} to {ids[-1]}"
+    click.echo(f"Imported {plural(len(ids), 'campaign')} for {accounts} from {file}: {numbered}")
+
+
+def _refuse_unknown_accounts(store: Store, read: CampaignFile, problems: dict[int, list[str]]) -> None:
+    """Add to the rows refused already that their account does not exist, if so: said now, not once they are
+    mended (the store checks the other rows' accounts)."""
+    for account_id in sorted({read.accounts[number] for number in problems if number in read.accounts}):
+        try:
+            store.account(account_id)
+        except InvalidInput as unknown:
+            for number, found in problems.items():
+                if read.accounts.get(number) == account_id:
+                    found.append(str(unknown))
 
 
 def _locations(campaign: Campaign) -> str:

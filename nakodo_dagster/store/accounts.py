@@ -8,11 +8,11 @@ account before any campaign row keeps PostgreSQL's locks in one order, so none d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.placement import Location
+from nakodo_dagster.placement import Targeting, areas_for
 from nakodo_dagster.plan_config import configured_plans, plan_named
 from nakodo_dagster.plans import Holding, Plan, Usage, campaigns_to_pause, locations_in_words, refusal
 from nakodo_dagster.store import needs, progress
@@ -123,34 +123,45 @@ def _holding(tx: Transaction, account_id: int) -> dict[int, list[str]]:
     return held
 
 
-def check_room(
-    tx: Transaction,
-    account: Account,
-    areas: Iterable[str],
-    locations: Sequence[Location],
-    *,
-    new_campaign: bool,
-) -> None:
-    """Refuse what would take the locked account past its plan: ``areas`` (needed by ``locations``) and, if
-    ``new_campaign``, one more active campaign. InvalidInput says which limit, what is needed and what is left."""
+def refusals(
+    tx: Transaction, account: Account, targetings: Sequence[Targeting], *, new_campaign: bool
+) -> list[str | None]:
+    """For each targeting in turn (each one more active campaign if ``new_campaign``, else locations added to one),
+    why it would take the locked account past its plan, or None if it fits: counted over what the account holds
+    and the targetings that fitted before it. Each refusal says which limit, what is needed and what is left."""
     plan = plan_named(account.plan)
     if plan.limits_nothing:
         # Nothing to count: the default account's thousands of campaigns are not read on every add.
-        return
+        return [None] * len(targetings)
     held = Holding.of(_holding(tx, account.id))
     subject = "this campaign" if new_campaign else "this location"
     campaign_plans = [name for name, other in configured_plans().items() if other.campaigns != 0]
-    why = refusal(
-        plan,
-        held,
-        areas,
-        new_campaign=new_campaign,
-        subject=subject,
-        what=locations_in_words(locations),
-        campaign_plans=campaign_plans,
-    )
+    whys: list[str | None] = []
+    for targeting in targetings:
+        areas = areas_for(targeting)
+        why = refusal(
+            plan,
+            held,
+            areas,
+            new_campaign=new_campaign,
+            subject=subject,
+            what=locations_in_words(targeting.locations),
+            campaign_plans=campaign_plans,
+        )
+        if why:
+            whys.append(f"{why} (account {account.id}, {account.name!r}; `nakodo account show {account.id}`)")
+        else:
+            whys.append(None)
+            held = held.adding(areas, new_campaign=new_campaign)
+    return whys
+
+
+def check_room(tx: Transaction, account: Account, targeting: Targeting, *, new_campaign: bool) -> None:
+    """Refuse what would take the locked account past its plan: the areas ``targeting`` needs and, if
+    ``new_campaign``, one more active campaign. InvalidInput says which limit, what is needed and what is left."""
+    [why] = refusals(tx, account, [targeting], new_campaign=new_campaign)
     if why:
-        raise InvalidInput(f"{why} (account {account.id}, {account.name!r}; `nakodo account show {account.id}`)")
+        raise InvalidInput(why)
 
 
 def usages(tx: Transaction, account_id: int | None) -> list[AccountUsage]:

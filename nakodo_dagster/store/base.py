@@ -55,6 +55,7 @@ from nakodo_dagster.store.models import (
     Coverage,
     HeldImport,
     ImportStatus,
+    NewCampaign,
     PlaceName,
     ProgressCount,
     ReleasePairs,
@@ -65,10 +66,16 @@ from nakodo_dagster.store.models import (
     check_campaign_name,
     check_id,
     not_found,
-    targeting_to_json,
 )
 from nakodo_dagster.store.shared import campaign_filter
 from nakodo_dagster.store.transaction import T, Transaction, pair_params
+
+
+def _new_campaign(name: str, account_id: int, targeting: Targeting) -> NewCampaign:
+    """The campaign checked as anything a user types: its name, its account's id and its targeting."""
+    if not isinstance(targeting, Targeting):
+        raise InvalidInput(f"targeting {targeting!r} is not a Targeting of locations and categories")
+    return NewCampaign(check_campaign_name(name), check_id("account", account_id), targeting)
 
 
 def _check_release(release: str) -> None:
@@ -289,11 +296,34 @@ class Store(ABC):
     ) -> int:
         """Create an active campaign of the account (the default account's if none is named) if the account's plan
         has room for it, checked and written in one transaction; returns its id."""
-        name = check_campaign_name(name)
-        if not isinstance(targeting, Targeting):
-            raise InvalidInput(f"targeting {targeting!r} is not a Targeting of locations and categories")
-        params = {"name": name, "targeting": targeting_to_json(targeting), "now": now or datetime.now(UTC)}
-        return self._transact(lambda tx: campaigns.add(tx, params, targeting, account_id))
+        campaign = _new_campaign(name, account_id, targeting)
+        return self._transact(lambda tx: campaigns.add(tx, campaign, now or datetime.now(UTC)))
+
+    def add_campaigns(
+        self,
+        new: Sequence[NewCampaign],
+        *,
+        now: datetime | None = None,
+        check_only: bool = False,
+        written: Callable[[int], None] | None = None,
+    ) -> list[int]:
+        """Create these active campaigns, all or none, in one transaction: each is checked as ``add_campaign``
+        checks one, against its account's plan counting what the account holds and the campaigns of the account
+        before it here. CampaignsRefused names every refused campaign, by its place in ``new``, and nothing is
+        written. ``check_only`` checks them and writes nothing. The write goes in batches, ``written`` told how many
+        after each. Returns their ids, in the order given. Many campaigns at once outgrow the planner's statistics:
+        ``refresh_campaign_statistics`` after it."""
+        new = [_new_campaign(c.name, c.account_id, c.targeting) for c in new]
+        if not new:
+            return []
+        return self._transact(
+            lambda tx: campaigns.add_many(tx, new, now or datetime.now(UTC), check_only=check_only, written=written)
+        )
+
+    def refresh_campaign_statistics(self) -> None:
+        """Bring the planner's statistics of the tables campaigns are written into up to date, after many campaigns
+        were written at once: a tick planned on an empty table's statistics can take minutes instead of seconds."""
+        self._transact(lambda tx: tx.analyze(*campaigns.CAMPAIGN_TABLES))
 
     def campaign(self, campaign_id: int) -> Campaign:
         """The campaign with this id."""

@@ -45,9 +45,11 @@ def migrate(tx: Transaction, lock: str | None, of_its_own: Mapping[int, tuple[st
             tx.run(RECORD_MIGRATION, version=version, now=datetime.now(UTC))
     if reached < _FIRST_AREA_VERSION:
         # Campaigns older than the columns that keep their needs: their areas come from Python.
-        keep = needs.keep_campaign_needs if reached < _CAMPAIGN_NEEDS_VERSION else needs.keep_first_area
-        for campaign in campaigns.every_campaign(tx):
-            keep(tx, campaign.id, campaign.targeting)
+        older = campaigns.every_campaign(tx)
+        if reached < _CAMPAIGN_NEEDS_VERSION:
+            needs.keep_campaign_needs(tx, {campaign.id: campaign.targeting for campaign in older})
+        for campaign in older:
+            needs.keep_first_area(tx, campaign.id, campaign.targeting)
     if reached < _NEEDED_PAIRS_VERSION:
         needs.count_needed_pairs(tx)
 

@@ -85,6 +85,23 @@ class Campaign:
 
 
 @dataclass(frozen=True)
+class NewCampaign:
+    """A campaign to create: what it is called, whose it is, where it looks and for what."""
+
+    name: str
+    account_id: int
+    targeting: Targeting
+
+
+class CampaignsRefused(InvalidInput):
+    """Campaigns that were refused together, nothing written: why each one was, by its place in what was given."""
+
+    def __init__(self, refusals: Mapping[int, str]) -> None:
+        self.refusals = dict(sorted(refusals.items()))
+        super().__init__("; ".join(f"campaign {index + 1}: {why}" for index, why in self.refusals.items()))
+
+
+@dataclass(frozen=True)
 class Account:
     """Who campaigns belong to, and the plan that bounds what their active campaigns may ask for."""
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +25,15 @@ RETURNING area
 
 KEEP_FIRST_AREA = "UPDATE campaigns SET first_area = $first_area WHERE id = $campaign_id"
 
-KEEP_CAMPAIGN_CATEGORIES = """
+# New campaigns' areas and categories, one row per (campaign, area) and per (campaign, category), zipped arrays.
+ADD_CAMPAIGN_AREAS = """
+INSERT INTO campaign_areas (campaign_id, area, block)
+SELECT unnest($campaign_ids::INTEGER[]), unnest($areas::TEXT[]), unnest($blocks::TEXT[])
+"""
+
+ADD_CAMPAIGN_CATEGORIES = """
 INSERT INTO campaign_categories (campaign_id, category, rank)
-SELECT $campaign_id, unnest($categories::TEXT[]), unnest($ranks::INTEGER[])
+SELECT unnest($campaign_ids::INTEGER[]), unnest($categories::TEXT[]), unnest($ranks::INTEGER[])
 """
 
 
@@ -51,19 +57,35 @@ SELECT count(*) FROM (
 ) AS aged
 """
 
-# A campaign starts ($change 1) or stops (-1) needing its pairs: all of them, or only those of the areas named
-# ($every_area false: a location just added). Returns each pair's count after: 1 after a start, or 0 after a
-# stop, is a pair the fleet starts or stops needing. Sorted, so that two writers lock shared pairs in one order.
+# Campaigns start ($change 1) or stop (-1) needing their pairs: all of them, or only those of the areas named
+# ($every_area false: a location just added). One row per pair with how many of the campaigns need it, kept aside
+# with its size known, so that the upsert and the count after it read it once each.
+CREATE_NEEDS_CHANGING = """
+CREATE TEMP TABLE needs_changing AS
+SELECT ca.area, cc.category, min(ca.block) AS block, count(*) AS campaigns
+FROM campaign_areas AS ca JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id
+WHERE ca.campaign_id IN (SELECT unnest($campaign_ids::INTEGER[]))
+  AND ($every_area OR ca.area IN (SELECT unnest($areas::TEXT[])))
+GROUP BY ca.area, cc.category
+"""
+
+# Sorted, so that two writers lock shared pairs in one order.
 CHANGE_NEEDED_PAIRS = """
 INSERT INTO needed_pairs (area, category, block, campaigns, changed_at)
-SELECT ca.area, cc.category, ca.block, $change, $changed_at
-FROM campaign_areas AS ca JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id
-WHERE ca.campaign_id = $campaign_id AND ($every_area OR ca.area IN (SELECT unnest($areas::TEXT[])))
-ORDER BY ca.area, cc.category
+SELECT area, category, block, campaigns * $change, $changed_at FROM needs_changing
+ORDER BY area, category
 ON CONFLICT (area, category) DO UPDATE
 SET campaigns = needed_pairs.campaigns + excluded.campaigns, changed_at = excluded.changed_at
-RETURNING campaigns
 """
+
+# Read after the change, whose row locks hold to the commit: a pair now needed by exactly the campaigns that started
+# needing it was needed by none before; one at 0 after a stop is needed by none now.
+NEEDED_PAIRS_TURNED = """
+SELECT count(*) FROM needs_changing AS n JOIN needed_pairs AS p ON p.area = n.area AND p.category = n.category
+WHERE p.campaigns = CASE WHEN $change > 0 THEN n.campaigns ELSE 0 END
+"""
+
+DROP_NEEDS_CHANGING = "DROP TABLE needs_changing"
 
 CHANGE_NEEDED_TOTAL = "UPDATE coverage_counts SET pairs = pairs + $change WHERE state = 'needed'"
 
@@ -123,12 +145,23 @@ def ranked_categories(targeting: Targeting) -> list[str]:
     return list(dict.fromkeys(targeting.categories))
 
 
-def keep_campaign_needs(tx: Transaction, campaign_id: int, targeting: Targeting) -> None:
-    """Keep a new campaign's areas, its first area and its categories in the campaign's own order."""
-    keep_campaign_areas(tx, campaign_id, targeting)
-    keep_first_area(tx, campaign_id, targeting)
-    ordered = ranked_categories(targeting)
-    tx.run(KEEP_CAMPAIGN_CATEGORIES, campaign_id=campaign_id, categories=ordered, ranks=list(range(len(ordered))))
+def keep_campaign_needs(tx: Transaction, targetings: Mapping[int, Targeting]) -> None:
+    """Keep new campaigns' areas (``areas_for``, worked out here) and their categories in each campaign's own order,
+    by campaign id."""
+    areas = {campaign_id: areas_for(targeting) for campaign_id, targeting in targetings.items()}
+    tx.run(
+        ADD_CAMPAIGN_AREAS,
+        campaign_ids=[campaign_id for campaign_id, keyed in areas.items() for _ in keyed],
+        areas=[key for keyed in areas.values() for key in keyed],
+        blocks=[block_key(area) for keyed in areas.values() for area in keyed.values()],
+    )
+    ranked = {campaign_id: ranked_categories(targeting) for campaign_id, targeting in targetings.items()}
+    tx.run(
+        ADD_CAMPAIGN_CATEGORIES,
+        campaign_ids=[campaign_id for campaign_id, categories in ranked.items() for _ in categories],
+        categories=[category for categories in ranked.values() for category in categories],
+        ranks=[rank for categories in ranked.values() for rank in range(len(categories))],
+    )
 
 
 def note_needs_changed(tx: Transaction) -> None:
@@ -140,22 +173,15 @@ def note_needs_changed(tx: Transaction) -> None:
 
 def count_needs(tx: Transaction, campaign_ids: Sequence[int], change: int, areas: Sequence[str] | None = None) -> None:
     """The campaigns start (``change`` 1) or stop (-1) needing their pairs, or only those of ``areas``: kept in
-    needed_pairs, with the fleet's count of needed pairs, for the coverage count. Called under the account's lock,
-    which makes the change itself one at a time."""
-    became = 0
-    for campaign_id in campaign_ids:
-        rows = tx.rows(
-            CHANGE_NEEDED_PAIRS,
-            campaign_id=campaign_id,
-            change=change,
-            every_area=areas is None,
-            areas=list(areas or ()),
-            changed_at=datetime.now(UTC),
-        )
-        # A pair at 1 after a start was needed by none before; at 0 after a stop, it is needed by none now.
-        became += sum(1 for (campaigns,) in rows if campaigns == max(change, 0))
-    if became:
-        tx.run(CHANGE_NEEDED_TOTAL, change=became * change)
+    needed_pairs, with the fleet's count of needed pairs, for the coverage count. Called under the campaigns'
+    accounts' locks, which make the change itself one at a time."""
+    tx.run(CREATE_NEEDS_CHANGING, campaign_ids=list(campaign_ids), every_area=areas is None, areas=list(areas or ()))
+    tx.analyze("needs_changing")
+    tx.run(CHANGE_NEEDED_PAIRS, change=change, changed_at=datetime.now(UTC))
+    [(turned,)] = tx.rows(NEEDED_PAIRS_TURNED, change=change)
+    tx.run(DROP_NEEDS_CHANGING)
+    if turned:
+        tx.run(CHANGE_NEEDED_TOTAL, change=turned * change)
 
 
 def count_needed_pairs(tx: Transaction) -> None:

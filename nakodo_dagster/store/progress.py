@@ -213,7 +213,7 @@ AREAS_MOVED = "SELECT count(*) FROM area_moves"
 # A campaign to count whole at the next count: its needs changed. due_at tells this note from a newer one, which a
 # count that read this one must leave for the next.
 NOTE_PROGRESS_DUE = """
-INSERT INTO progress_due (campaign_id, due_at) VALUES ($campaign_id, $due_at)
+INSERT INTO progress_due (campaign_id, due_at) SELECT unnest($campaign_ids::INTEGER[]), CAST($due_at AS TIMESTAMPTZ)
 ON CONFLICT (campaign_id) DO UPDATE SET due_at = excluded.due_at
 """
 
@@ -320,9 +320,9 @@ ORDER BY p.campaign_id
 KEPT_PROGRESS_SIZE = "SELECT count(*) FROM campaign_progress"
 
 
-def note_due(tx: Transaction, campaign_id: int) -> None:
-    """The campaign's needs changed: the next count counts its progress whole."""
-    tx.run(NOTE_PROGRESS_DUE, campaign_id=campaign_id, due_at=datetime.now(UTC))
+def note_due(tx: Transaction, campaign_ids: Iterable[int]) -> None:
+    """The campaigns' needs changed: the next count counts their progress whole."""
+    tx.run(NOTE_PROGRESS_DUE, campaign_ids=list(campaign_ids), due_at=datetime.now(UTC))
 
 
 def forget(tx: Transaction, campaign_ids: Iterable[int]) -> None:

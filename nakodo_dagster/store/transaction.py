@@ -55,8 +55,8 @@ class Transaction(ABC):
 
     @abstractmethod
     def analyze(self, *tables: str) -> None:
-        """Give the planner the sizes of these temp tables (the store's names, never user text), which drive the
-        statements after them."""
+        """Give the planner the sizes of these tables (the store's names, never user text): temp tables, which drive
+        the statements after them, or the store's own after a bulk write."""
 
     @abstractmethod
     def keep_coverage_statistics(self, restated: int) -> None:

@@ -60,7 +60,7 @@ def writing_before_version_13() -> Iterator[None]:
     """Campaigns written as a release before version 13 wrote them: without the note for the progress count,
     whose table came with that version."""
     with pytest.MonkeyPatch.context() as before:
-        before.setattr(progress, "note_due", lambda tx, campaign_id: None)
+        before.setattr(progress, "note_due", lambda tx, campaign_ids: None)
         yield
 
 

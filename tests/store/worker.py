@@ -18,7 +18,7 @@ import store_helpers
 
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import ImportRun
-from nakodo_dagster.store import Transaction, open_store, targeting_from_json
+from nakodo_dagster.store import NewCampaign, Transaction, open_store, targeting_from_json
 
 
 def reserve(url: str, args: dict) -> list:
@@ -41,6 +41,15 @@ def add_campaign(url: str, args: dict) -> dict:
     try:
         targeting = targeting_from_json(args["targeting"])
         return {"id": open_store(url).add_campaign(args["name"], targeting, account_id=args["account_id"])}
+    except InvalidInput as exc:
+        return {"refused": str(exc)}
+
+
+def add_campaigns(url: str, args: dict) -> dict:
+    """Add campaigns together: their ids, or the refusal's message."""
+    try:
+        new = [NewCampaign(c["name"], c["account_id"], targeting_from_json(c["targeting"])) for c in args["campaigns"]]
+        return {"ids": open_store(url).add_campaigns(new)}
     except InvalidInput as exc:
         return {"refused": str(exc)}
 
@@ -81,6 +90,7 @@ COMMANDS = {
     "reserve": reserve,
     "reserve-missing": reserve_missing,
     "add-campaign": add_campaign,
+    "add-campaigns": add_campaigns,
     "migrate": migrate,
     "hold": hold,
     "write-and-die": write_and_die,
