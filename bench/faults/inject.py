@@ -11,11 +11,13 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import dagster as dg
 from dagster_graphql import DagsterGraphQLClientError
 
 from bench.fault_proxy import BURSTS, Rule, burst
+from bench.faults.checks import import_rows_of
 from bench.faults.fleet import Fleet, wait_for
 from bench.faults.runs import import_runs, run_pairs
 from nakodo_dagster import tags
@@ -81,6 +83,16 @@ def resume_campaign(store: Store, fault: Fault) -> None:
     with contextlib.suppress(InvalidInput):
         store.set_campaign_status(fault.campaign_id, "active")
     fault.recovered_at = time.time()
+
+
+def retry_replaced_files(store: Store, pairs: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """What an operator does after the failure of an import that read a file cut short, once the file is whole
+    again (its copy put back): retries each of these pairs marked failed for an unreadable file. Returns them."""
+    now = datetime.now(UTC)
+    retried = [(row.area, row.category) for row in import_rows_of(store, pairs) if " is unreadable" in (row.failure or "")]
+    for area, category in retried:
+        store.forget_failed_import(area, category, now)
+    return retried
 
 
 def inject_fault(

@@ -40,7 +40,15 @@ from bench.faults.fleet import (
     store_server,
     wait_for,
 )
-from bench.faults.inject import FIRST_PLAN, KINDS, STORE_KINDS, Fault, inject_fault, resume_campaign
+from bench.faults.inject import (
+    FIRST_PLAN,
+    KINDS,
+    STORE_KINDS,
+    Fault,
+    inject_fault,
+    resume_campaign,
+    retry_replaced_files,
+)
 from bench.faults.recovery import recovery_time
 from bench.faults.runs import (
     UNFINISHED,
@@ -162,14 +170,22 @@ def soak(
             for restore in releases.restores:
                 restore.join()
             needed = needed_pairs(store)
-            wait_for(
-                "every needed pair to land",
-                STUCK_SECONDS + 60 * len(targetings),
-                lambda: (
-                    set(pair_states(store, needed)) <= {"fresh", "failed"} and not import_runs(instance, UNFINISHED)
-                ),
-                fleet,
-            )
+
+            def wait_for_landing() -> None:
+                wait_for(
+                    "every needed pair to land",
+                    STUCK_SECONDS + 60 * len(targetings),
+                    lambda: (
+                        set(pair_states(store, needed)) <= {"fresh", "failed"} and not import_runs(instance, UNFINISHED)
+                    ),
+                    fleet,
+                )
+
+            wait_for_landing()
+            # A file unreadable when its import began is not tried again (another try reads the same bytes): the
+            # failure tells the operator to replace it and retry, and the operator here does, its copy put back.
+            if retry_replaced_files(store, needed):
+                wait_for_landing()
             landed = time.monotonic()
             # A search that never catches up is what the check of the campaigns' businesses reports.
             with contextlib.suppress(RuntimeError):
