@@ -153,4 +153,5 @@ def record_coverage(store: Store, cursor: str | None, now: datetime) -> dg.Senso
     "counts the kept states; no run.",
 )
 def places_coverage_sensor(context: dg.SensorEvaluationContext, store: StoreResource) -> dg.SensorResult:
-    return record_coverage(store.store, context.cursor, datetime.now(UTC))
+    with store.held() as held:
+        return record_coverage(held, context.cursor, datetime.now(UTC))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 
 import dagster as dg
@@ -25,3 +27,10 @@ class StoreResource(dg.ConfigurableResource):
         store = open_store(self.database)
         store.migrate()
         return store
+
+    @contextmanager
+    def held(self) -> Iterator[Store]:
+        """The store for one sensor tick: a DuckDB file opened once for the tick's calls, its schema checked in the
+        same visit, and let go when the tick ends (``Store.held``)."""
+        with open_store(self.database).held():
+            yield self.store

@@ -402,11 +402,7 @@ def request_import_runs(
 def import_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
 ) -> dg.SensorResult:
-    return request_import_runs(
-        context.instance,
-        store.store,
-        overture,
-        datetime.now(UTC),
-        context.log,
-        cursor=context.cursor,
-    )
+    with store.held() as held:
+        return request_import_runs(
+            context.instance, held, overture, datetime.now(UTC), context.log, cursor=context.cursor
+        )

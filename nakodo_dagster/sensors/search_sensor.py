@@ -11,7 +11,7 @@ from nakodo_dagster.jobs.search_campaigns import search_campaigns_job, search_ru
 from nakodo_dagster.partitions import campaign_partitions_requests
 from nakodo_dagster.placement import SEARCH_IN_FLIGHT, search_due
 from nakodo_dagster.resources import OvertureResource, StoreResource
-from nakodo_dagster.store import COMMIT_OVERLAP
+from nakodo_dagster.store import COMMIT_OVERLAP, Store
 from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.words import plural
 
@@ -60,17 +60,22 @@ def _summary(reasons: dict[int, str]) -> str:
 def search_sensor(
     context: dg.SensorEvaluationContext, store: StoreResource, overture: OvertureResource
 ) -> dg.SensorResult:
-    now = datetime.now(UTC)
-    count = store.store.count_progress(now)
+    with store.held() as held:
+        return _request_searches(context, held, overture.off_reason is None, datetime.now(UTC))
+
+
+def _request_searches(
+    context: dg.SensorEvaluationContext, store: Store, imports_on: bool, now: datetime
+) -> dg.SensorResult:
+    count = store.count_progress(now)
     if not count.active:
         return dg.SensorResult(skip_reason="No active campaign.")
-    imports_on = overture.off_reason is None
     reasons = {c.campaign_id: why for c in count.maybe_due if (why := due_reason(c, imports_on, now))}
     recounted = f"{count.recounted:,} campaign areas recounted"
     if not reasons:
         return dg.SensorResult(skip_reason=f"None of {plural(count.active, 'campaign')} is due ({recounted}).")
     due = [c for c in count.maybe_due if c.campaign_id in reasons]
-    store.store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)
+    store.request_searches(reasons, [i for i, why in reasons.items() if why == FIRST_OF_THE_DAY], now)
     summary = _summary(reasons)
     context.log.info(f"Searching {summary} of {plural(count.active, 'campaign')}; {recounted}.")
     return dg.SensorResult(

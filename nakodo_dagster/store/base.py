@@ -9,7 +9,8 @@ another service.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,6 +100,12 @@ class Store(ABC):
     @abstractmethod
     def _transact(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` in one short transaction: committed if it returns, rolled back if it raises."""
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The database kept open for a block of calls, each still its own transaction (a sensor tick's): what
+        the backend opens once for them rather than once each. PostgreSQL connects per transaction either way."""
+        yield
 
     # Schema
 

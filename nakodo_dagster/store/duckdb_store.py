@@ -7,7 +7,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,17 @@ def _thread_lock(path: Path) -> threading.Lock:
         return _THREAD_LOCKS.setdefault(path, threading.Lock())
 
 
+# The files this thread holds open (``DuckDBStore.held``), by resolved path: per thread, so that a tick's file is
+# never lent to another thread's transaction, which waits its turn at ``_THREAD_LOCKS`` instead.
+_HELD = threading.local()
+
+
+def _held() -> dict[Path, duckdb.DuckDBPyConnection]:
+    if not hasattr(_HELD, "files"):
+        _HELD.files = {}
+    return _HELD.files
+
+
 class DuckDBStore(Store):
     """A DuckDB file opened for each call and closed after it, so that the sensor, the runs and the UI share it.
 
@@ -74,7 +86,8 @@ class DuckDBStore(Store):
         self.duckdb = DuckDBResource(database=str(path), connection_config=_CONNECTION_CONFIG)
         self.lock_timeout = lock_timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._thread_lock = _thread_lock(self.path.resolve())
+        self._key = self.path.resolve()
+        self._thread_lock = _thread_lock(self._key)
 
     @property
     def path(self) -> Path:
@@ -83,26 +96,64 @@ class DuckDBStore(Store):
     def __repr__(self) -> str:
         return f"DuckDBStore({self.duckdb.database!r})"
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The file opened once for the block and closed when it ends: each call in it, by this thread and any
+        DuckDBStore of the same file, is still its own transaction, on a connection of its own (its temp tables
+        gone with it), but none opens the file, reads its catalog and blocks afresh or checkpoints it on closing.
+        Other processes wait for the whole block, as for one transaction; a sensor tick holds it (0.1 to 1 s),
+        never a run."""
+        if self._key in _held():
+            yield
+            return
+        deadline = self._take_thread_lock()
+        try:
+            with closing(self._open_waiting(deadline)) as connection:
+                _held()[self._key] = connection
+                try:
+                    yield
+                finally:
+                    del _held()[self._key]
+        finally:
+            self._thread_lock.release()
+
     def _transact(self, work: Callable[[Transaction], T]) -> T:
+        held = _held().get(self._key)
+        if held is not None:
+            with closing(held.cursor()) as connection:
+                return _in_transaction(connection, work)
+        deadline = self._take_thread_lock()
+        try:
+            # Closing without a commit rolls back: a failure anywhere leaves the file as it was.
+            with closing(self._open_waiting(deadline)) as connection:
+                return _in_transaction(connection, work)
+        finally:
+            self._thread_lock.release()
+
+    def _take_thread_lock(self) -> float:
+        """This process's turn at the file (``_THREAD_LOCKS``); the deadline for the file lock after it."""
         deadline = time.monotonic() + self.lock_timeout
         if not self._thread_lock.acquire(timeout=self.lock_timeout):
             raise StoreLocked(f"the DuckDB store {self.path} stayed busy in this process for {self.lock_timeout:g} s")
-        try:
-            pause = _FIRST_PAUSE_S
-            while True:
-                try:
-                    return self._attempt(work)
-                except duckdb.IOException as exc:
-                    if "lock" not in str(exc).lower():
-                        raise
-                    if time.monotonic() + pause > deadline:
-                        raise StoreLocked(
-                            f"the DuckDB store {self.path} stayed locked for {self.lock_timeout:g} s: {exc}"
-                        ) from exc
-                time.sleep(pause * random.uniform(0.5, 1.0))
-                pause = min(pause * 2, _LONGEST_PAUSE_S)
-        finally:
-            self._thread_lock.release()
+        return deadline
+
+    def _open_waiting(self, deadline: float) -> duckdb.DuckDBPyConnection:
+        """The file opened, waiting while another process holds it, until ``deadline``."""
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                if not self.path.exists():
+                    self._create_file()
+                return self._connect(self.path)
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise StoreLocked(
+                        f"the DuckDB store {self.path} stayed locked for {self.lock_timeout:g} s: {exc}"
+                    ) from exc
+            time.sleep(pause * random.uniform(0.5, 1.0))
+            pause = min(pause * 2, _LONGEST_PAUSE_S)
 
     def _connect(self, database: Path) -> duckdb.DuckDBPyConnection:
         """One attempt at opening ``database`` with the resource's settings; a locked file raises at once.
@@ -111,7 +162,7 @@ class DuckDBStore(Store):
         about 100 s in all whatever ``lock_timeout`` says (a caller allowing 0.5 s would wait 100), and on any
         IO error, a damaged file as much as a lock. It also leaves the connection, its transaction and the file
         lock open when the block raises, until the exception is freed. ``_transact`` waits on the lock instead,
-        up to ``lock_timeout``, and the ``with`` in ``_attempt`` closes the file whatever happens.
+        up to ``lock_timeout``, and the ``with`` in ``_transact`` closes the file whatever happens.
         """
         return duckdb.connect(str(database), config=self.duckdb.connection_config)
 
@@ -128,13 +179,10 @@ class DuckDBStore(Store):
         finally:
             aside.unlink(missing_ok=True)
 
-    def _attempt(self, work: Callable[[Transaction], T]) -> T:
-        if not self.path.exists():
-            self._create_file()
-        # Closing without a commit rolls back: a failure anywhere leaves the file as it was.
-        with closing(self._connect(self.path)) as connection:
-            connection.execute("SET TimeZone = 'UTC'")
-            connection.begin()
-            result = work(_DuckDBTransaction(connection))
-            connection.commit()
-            return result
+
+def _in_transaction(connection: duckdb.DuckDBPyConnection, work: Callable[[Transaction], T]) -> T:
+    connection.execute("SET TimeZone = 'UTC'")
+    connection.begin()
+    result = work(_DuckDBTransaction(connection))
+    connection.commit()
+    return result
