@@ -10,16 +10,20 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pytest
 from fault_helpers import changed_places, stored_places
 from overture_helpers import CURRENT as RELEASE
 
+from nakodo_dagster.assets.coverage import places_coverage_sensor
 from nakodo_dagster.imports.failure import Overrun
 from nakodo_dagster.imports.run import import_or_release_marks
 from nakodo_dagster.overture.reader import read_places
 from nakodo_dagster.placement import REQUESTED, PointLocation, Targeting, areas_for, import_runs
-from nakodo_dagster.resources import OvertureResource
+from nakodo_dagster.resources import OvertureResource, StoreResource
+from nakodo_dagster.sensors.import_sensor import import_sensor
+from nakodo_dagster.sensors.search_sensor import search_sensor
 from nakodo_dagster.store import DuckDBStore, StoreLocked, open_store
 
 pytestmark = pytest.mark.faults
@@ -135,3 +139,26 @@ def test_an_import_stopped_past_its_max_runtime_fails_its_pairs_and_a_cancelled_
         assert marked == dict.fromkeys(run.pairs, "stopped as stuck")
     else:
         assert marked == {}, "a cancelled import's marks are taken back: the next tick asks again"
+
+
+def test_a_sensor_tick_opens_the_file_once_and_lets_it_go_when_it_ends(
+    loaded, duckdb_url, release_root, workers, monkeypatch
+):
+    store, _, _ = loaded
+    store.add_campaign("Leeds", LEEDS)
+    opened = []
+    connect = DuckDBStore._connect
+    monkeypatch.setattr(DuckDBStore, "_connect", lambda self, path: opened.append(path) or connect(self, path))
+    resources = {"store": StoreResource(database=duckdb_url), "overture": OvertureResource(root=release_root)}
+    with dg.instance_for_test() as instance:
+        for sensor in (import_sensor, search_sensor, places_coverage_sensor):
+            opened.clear()
+            sensor(dg.build_sensor_context(instance=instance, resources=resources))
+            assert len(opened) == 1, f"{sensor.name} opened the file once for its whole tick"
+            assert not Path(f"{duckdb_url}.wal").exists(), "and checkpointed it once, on closing"
+            holder = workers.start("hold", {"path": duckdb_url})
+            workers.go(holder)
+            assert holder.stdout.readline().strip() == "holding", "another process has the file as soon as it ends"
+            holder.stdin.write("commit\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=30) == 0

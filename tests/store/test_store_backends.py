@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from store_helpers import NOW, query, reserve_pairs, schema_version
@@ -89,3 +91,38 @@ def test_a_duckdb_store_waits_for_the_lock_and_then_works(duckdb_url, workers):
     workers.go([holder])
     waiting.join(30)
     assert outcome == {"got": {"cell:53.5,-2": ["cafe"]}}
+
+
+def test_calls_in_a_held_block_are_each_their_own_transaction(store):
+    store.add_campaign("Leeds", LEEDS, now=NOW)
+    with store.held():
+        # Each count makes the same temp tables: a call's are gone with it.
+        store.recount_coverage(NOW)
+        store.recount_coverage(NOW)
+        with pytest.raises(ZeroDivisionError):
+            store._transact(lambda tx: (tx.run("UPDATE campaigns SET name = 'Gone'"), 1 / 0))
+        kept = store.add_campaign("York", LEEDS, now=NOW)
+    assert [campaign.name for campaign in store.campaigns()] == ["Leeds", "York"], "only the failed call rolled back"
+    assert store.campaign(kept).name == "York"
+
+
+def test_a_held_duckdb_file_is_opened_once_and_other_processes_wait_until_the_block_ends(
+    duckdb_url, workers, monkeypatch
+):
+    store = DuckDBStore(duckdb_url)
+    store.migrate()
+    opened = []
+    connect = DuckDBStore._connect
+    monkeypatch.setattr(DuckDBStore, "_connect", lambda self, path: opened.append(path) or connect(self, path))
+    [migrator] = workers.start("migrate", duckdb_url, [{}])
+    with store.held():
+        DuckDBStore(duckdb_url).migrate()
+        store.add_campaign("Leeds", LEEDS, now=NOW)
+        store.recount_coverage(NOW)
+        workers.go([migrator])
+        time.sleep(0.5)
+        assert migrator.poll() is None, "another process waits for the held file"
+        store.coverage(NOW, 5)
+    assert len(opened) == 1, "one open for the block, whichever store of the file calls in it"
+    assert not Path(f"{duckdb_url}.wal").exists(), "what the block wrote was checkpointed once, on closing"
+    assert workers.results([migrator]) == [NEWEST]
