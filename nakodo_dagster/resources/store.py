@@ -15,8 +15,8 @@ from nakodo_dagster.store import Store, open_store
 class StoreResource(dg.ConfigurableResource):
     """The project's store: a DuckDB file (embedded, nothing to start) or a ``postgresql://`` URL.
 
-    Configured from ``NAKODO_DATABASE``. A DuckDB file is opened only for short transactions, so the
-    sensors, two import runs and a search can share it.
+    Configured from ``NAKODO_DATABASE``. A DuckDB file is opened only for short transactions, or a sensor's tick
+    (``held``), so the sensors, two import runs and a search can share it.
     """
 
     database: str = Field(description="A DuckDB file path or a postgresql:// URL (NAKODO_DATABASE).")

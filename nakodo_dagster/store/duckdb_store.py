@@ -76,7 +76,8 @@ def _held() -> dict[Path, duckdb.DuckDBPyConnection]:
 
 
 class DuckDBStore(Store):
-    """A DuckDB file opened for each call and closed after it, so that the sensor, the runs and the UI share it.
+    """A DuckDB file opened for each call, or a block of them (``held``), and closed after it, so that the sensors,
+    the runs and the UI share it.
 
     ``duckdb`` is the file as dagster-duckdb describes it, its path and connection settings: the kind of resource
     a user's own asset takes to read ``places`` (README, "Your own assets on the DuckDB store").
