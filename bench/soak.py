@@ -428,7 +428,7 @@ def soak_lines(soaks: list[dict], when: str) -> list[str]:
             f"{shortened} (targets: every tick under {most:g} s, the "
             f"median after the cold start under {median:g} s): {'; '.join(verdicts)}. "
             f"{soak['imports']['landed']:,} import runs landed, {soak['imports']['failed']:,} failed, "
-            f"{soak['searches']:,} searches.",
+            f"{soak['searches']:,} searches." + (f" {soak['note']}" if soak.get("note") else ""),
             "",
             "| phase | sensor | ticks | max s | p95 s | median s | most recounted |",
             "|---|---|---:|---:|---:|---:|---:|",
