@@ -104,14 +104,15 @@ def _import_runs_filter(statuses: list[dg.DagsterRunStatus]) -> dg.RunsFilter:
     return dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=statuses)
 
 
-def _blocking_runs(instance: dg.DagsterInstance, runs: list[ImportRun], now: datetime) -> set[str]:
-    """The payload keys among these runs that a queued or running run carries, or that succeeded within
-    SAME_WORK_HOURS. A failed or cancelled run blocks nothing: its retry may go at once."""
+def _blocking_runs(instance: dg.DagsterInstance, store: str, runs: list[ImportRun], now: datetime) -> set[str]:
+    """The payload keys among these runs that a queued or running run for the same store (``Store.identity``)
+    carries, or that succeeded within SAME_WORK_HOURS. A failed or cancelled run blocks nothing: its retry may go
+    at once. Another store's run of the same payload is other work: it writes other rows."""
     keys = sorted({run.key for run in runs})
     since = now - timedelta(hours=SAME_WORK_HOURS)
     blocking: set[str] = set()
     for start, key in itertools.product(range(0, len(keys), _KEYS_PER_QUERY), tags.keys_of(tags.IMPORT_KEY)):
-        chunk = {key: keys[start : start + _KEYS_PER_QUERY]}
+        chunk = {key: keys[start : start + _KEYS_PER_QUERY], tags.STORE: store}
         for runs_filter in (
             dg.RunsFilter(tags=chunk, statuses=UNFINISHED),
             dg.RunsFilter(tags=chunk, statuses=[dg.DagsterRunStatus.SUCCESS], created_after=since),
@@ -239,7 +240,9 @@ def take_back_unretried(
     return until
 
 
-def _run_request(run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns) -> dg.RunRequest:
+def _run_request(
+    run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns, store: str
+) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
         job_name=import_places.name,
@@ -250,6 +253,7 @@ def _run_request(run: ImportRun, stamp: datetime, first_block: bool, served: Ser
             # reconciliation, a test) still counts towards the queue's two slots and the admission cap.
             tags.KIND: tags.IMPORT_KIND,
             tags.IMPORT_KEY: run.key,
+            tags.STORE: store,
             tags.STAMP: tags.stamp_tag(stamp),
             tags.BOX: f"{west},{south},{east},{north}",
             tags.AREA: run.areas[0] if run.country_code else plural(len(run.areas), "cell"),
@@ -356,13 +360,14 @@ def request_import_runs(
         # A release that cannot be found fails the tick and takes its marks back, not every run for 7 days.
         release = overture.current_release()
         clock.lap("release")
-        blocking = _blocking_runs(instance, runs, now)
+        blocking = _blocking_runs(instance, store.identity, runs, now)
         launch = [run for run in runs if run.key not in blocking]
         # The same work is queued, running or just succeeded: its marks are not ours to keep.
         store.take_back([pair for run in runs if run.key in blocking for pair in run.pairs], stamp)
         clock.lap("same work")
         requests = [
-            _run_request(run, stamp, run.key in reservation.first_runs, reservation.served[run.key]) for run in launch
+            _run_request(run, stamp, run.key in reservation.first_runs, reservation.served[run.key], store.identity)
+            for run in launch
         ]
         partitions = _new_partitions(instance, launch)
         clock.lap("requests")

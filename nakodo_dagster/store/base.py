@@ -8,6 +8,7 @@ another service.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -78,6 +79,11 @@ def _new_campaign(name: str, account_id: int, targeting: Targeting) -> NewCampai
     return NewCampaign(check_campaign_name(name), check_id("account", account_id), targeting)
 
 
+def store_identity(kind: str, *where: str) -> str:
+    """``Store.identity`` of a store of ``kind`` found at ``where``."""
+    return hashlib.sha1("\n".join((kind, *where)).encode()).hexdigest()[:16]
+
+
 def _check_release(release: str) -> None:
     if not isinstance(release, str) or not release or release == REQUESTED:
         raise InvalidInput(f"release {release!r} is not allowed: use an Overture release name, e.g. 2026-11-18.0")
@@ -99,6 +105,12 @@ class Store(ABC):
     @abstractmethod
     def _transact(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` in one short transaction: committed if it returns, rolled back if it raises."""
+
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """Which database this is, as a short hash of where it is (never of a user name or password): two stores
+        sharing one Dagster instance tell their runs apart by it."""
 
     # Schema
 

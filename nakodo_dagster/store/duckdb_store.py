@@ -16,7 +16,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from nakodo_dagster.duckdb_connection import closing
-from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.base import Store, store_identity
 from nakodo_dagster.store.transaction import T, Transaction
 
 # Backoff between attempts on a locked file: short enough that a sensor tick barely notices a peer's
@@ -82,6 +82,10 @@ class DuckDBStore(Store):
 
     def __repr__(self) -> str:
         return f"DuckDBStore({self.duckdb.database!r})"
+
+    @property
+    def identity(self) -> str:
+        return store_identity("duckdb", str(self.path.resolve()))
 
     def _transact(self, work: Callable[[Transaction], T]) -> T:
         deadline = time.monotonic() + self.lock_timeout
