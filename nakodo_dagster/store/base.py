@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.overture.releases import check_release_name
 from nakodo_dagster.placement import (
     REQUESTED,
     CountryLocation,
@@ -61,6 +62,7 @@ from nakodo_dagster.store.models import (
     ProgressCount,
     ReleasePairs,
     Reservation,
+    RollOut,
     SearchProgress,
     WrittenImport,
     check_account_name,
@@ -289,6 +291,26 @@ class Store(ABC):
     def import_status(self, now: datetime) -> list[ImportStatus]:
         """Per category, how many pairs are fresh, on their way, failed or stale, and the oldest release."""
         return self._transact(lambda tx: imports.import_status(tx, now))
+
+    def roll_out(self, release: str, *, campaign_id: int | None = None, category: str | None = None) -> int:
+        """The analyst's roll-out: ask the loaded pairs active campaigns need (of the campaign, of the category, or
+        all of them) to move to ``release`` now, whatever their age; returns how many were asked. The import sensor
+        asks for them at its next ticks like any missing pair (placement.rolled_out). InvalidInput, with nothing
+        written, for a release name, a campaign or a category that cannot be, or a paused campaign."""
+        check_release_name(release)
+        if category is not None:
+            (category,) = check_categories([category])
+        if campaign_id is not None and self.campaign(check_id("campaign", campaign_id)).status != "active":
+            raise InvalidInput(
+                f"campaign {campaign_id} is paused, and nothing is imported for a paused campaign: resume it first"
+            )
+        return self._transact(lambda tx: marks.roll_out(tx, release, campaign_id, category))
+
+    def roll_out_status(self, release: str, now: datetime) -> RollOut:
+        """How far ``release`` has reached: the pairs holding places that come from it, out of all that hold places,
+        those asked to move to it now, and when the last of the rest moves at the FRESH_DAYS pace."""
+        check_release_name(release)
+        return self._transact(lambda tx: imports.roll_out_status(tx, release, now))
 
     def release_pairs(self) -> list[ReleasePairs]:
         """Each release the pairs' places come from, newest first: how many pairs, and how many of its pairs the
