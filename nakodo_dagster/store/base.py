@@ -118,7 +118,8 @@ class Store(ABC):
 
     def migrate(self) -> None:
         """Create or upgrade the tables to the newest schema; safe to repeat and to run from many processes."""
-        self._transact(lambda tx: migrate.migrate(tx, self._MIGRATION_LOCK, self._MIGRATIONS_OF_ITS_OWN))
+        while not self._transact(lambda tx: migrate.migrate(tx, self._MIGRATION_LOCK, self._MIGRATIONS_OF_ITS_OWN)):
+            pass
 
     # The freshness table
 
