@@ -47,7 +47,8 @@ def tick(instance: dg.DagsterInstance, resources: dict, cursor: str | None = Non
 
 
 def requested_pairs(result: dg.SensorResult) -> set[tuple[str, str]]:
-    return {tuple(pair) for request in result.run_requests or [] for pair in import_payload(request.run_config)["pairs"]}
+    payloads = [import_payload(request.run_config) for request in result.run_requests or []]
+    return {tuple(pair) for payload in payloads for pair in payload["pairs"]}
 
 
 def test_a_newer_release_is_announced_once_and_a_roll_out_is_asked_for_next(instance, resources, caplog):
@@ -124,7 +125,8 @@ def test_the_roll_out_job_moves_pairs_as_the_command_does(instance, resources):
 
     assert done.success
     (observation,) = done.asset_observations_for_node(roll_out_pairs.name)
-    assert observation.asset_key == PLACES and observation.metadata["pairs_asked_to_move"].value == len(areas_for(LEEDS))
+    assert observation.asset_key == PLACES
+    assert observation.metadata["pairs_asked_to_move"].value == len(areas_for(LEEDS))
     assert requested_pairs(tick(instance, resources)) == {(area, "cafe") for area in areas_for(LEEDS)}
 
 
