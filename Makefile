@@ -14,7 +14,7 @@ export NAKODO_OVERTURE_RELEASE ?=
 export NAKODO_OVERTURE_INDEX ?=
 export DAGSTER_HOME ?= $(DATA)/dagster_home
 
-.PHONY: run test test-dagster-latest lint format bench clean
+.PHONY: run test test-long test-dagster-latest lint format bench clean
 
 $(BIN)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,12 @@ test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff check nakodo_dagster tests bench scripts
 	$(BIN)/ruff format --check nakodo_dagster tests bench scripts
 	$(DG) check defs
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile -m "not faults and not long"
+
+# The tests that start a daemon, a fleet or a soak of their own, and those that inject faults: minutes each, so one
+# at a time. CI runs both targets.
+test-long: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/pytest -m "faults or long"
 
 # Is an upgrade safe? The Dagster-level tests on the newest Dagster 1.13 whose packages install together, in a
 # scratch virtualenv (the rest at the lock's versions); prints the Dagster versions it installed and the newest out.

@@ -9,6 +9,7 @@ from nakodo_dagster.assets.coverage import places_coverage_sensor
 from nakodo_dagster.assets.places import places
 from nakodo_dagster.jobs.by_hand import reimport_places, search_campaigns_by_hand
 from nakodo_dagster.jobs.import_places import import_places
+from nakodo_dagster.jobs.roll_out import roll_out_release
 from nakodo_dagster.jobs.search_campaigns import search_campaigns_job
 from nakodo_dagster.resources import configured_resources
 from nakodo_dagster.sensors.failure_sensor import import_cancel_sensor, import_failure_sensor
@@ -17,7 +18,7 @@ from nakodo_dagster.sensors.search_sensor import search_sensor
 
 defs = dg.Definitions(
     assets=[places, campaign_search],
-    jobs=[import_places, search_campaigns_job, reimport_places, search_campaigns_by_hand],
+    jobs=[import_places, search_campaigns_job, reimport_places, search_campaigns_by_hand, roll_out_release],
     sensors=[import_sensor, search_sensor, import_failure_sensor, import_cancel_sensor, places_coverage_sensor],
     resources=configured_resources(),
 )

@@ -17,9 +17,12 @@ from nakodo_dagster.partitions import apply_partitions_requests, campaign_partit
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_job_pairs, report_failed_partitions
 from nakodo_dagster.sensors.import_sensor import request_import_runs
+from nakodo_dagster.store import COMMIT_OVERLAP, Store
 from nakodo_dagster.words import plural
 
 log = logging.getLogger("nakodo_dagster")
+# How often a sync waiting on imports launched elsewhere looks at the store again.
+POLL_SECONDS = 2
 
 
 @dataclass
@@ -62,7 +65,10 @@ def sync(
         campaigns = store.store.campaigns(active_only=True)
     apply_partitions_requests(instance, campaign_partitions_requests(instance, [(c.id, c.name) for c in campaigns]))
     deadline = time.monotonic() + wait_seconds
+    campaign_ids = [c.id for c in campaigns]
     cursor: str | None = None
+    # When the last search began (less the commit overlap), None before the first.
+    searched_landed: datetime | None = None
     while True:
         result = request_import_runs(
             instance,
@@ -70,7 +76,7 @@ def sync(
             overture,
             datetime.now(UTC),
             log,
-            campaign_ids=[c.id for c in campaigns],
+            campaign_ids=campaign_ids,
             cursor=cursor,
         )
         cursor = result.cursor
@@ -87,18 +93,39 @@ def sync(
                 run = outcome.dagster_run
                 report_failed_partitions(instance, run, import_job_pairs(run) or (), store.store)
             on_step(f"import {request.tags.get(tags.AREA)} {'ok' if outcome.success else 'FAILED'}", report)
-        report.pending = 0
-        # One batch run for every campaign synced, as the search sensor asks for.
-        searched = search_campaigns_job.execute_in_process(
-            run_config=search_run_config([c.id for c in campaigns]), instance=instance, resources=resources
-        )
-        for materialization in searched.asset_materializations_for_node("search_due_campaigns"):
-            report.searches += 1
-            report.businesses_added += materialization.metadata["businesses_added"].value
-            report.pending += materialization.metadata["pending_areas"].value
+        if requests or searched_landed is None or _landed_since(store.store, campaign_ids, searched_landed):
+            searched_landed = _search(instance, resources, campaign_ids, report)
+        else:
+            # Nothing ran here and nothing landed: a search would find nothing new. Imports someone else launched
+            # are on their way, and the store says when they land.
+            report.pending = _pending(store.store, campaign_ids, overture.off_reason is None)
         on_step(f"{plural(report.pending, 'area')} pending", report)
         if report.pending == 0 or overture.off_reason or time.monotonic() > deadline:
             return report
         if not requests:
-            # Imports someone else launched are on their way: look again shortly instead of spinning.
-            time.sleep(2)
+            time.sleep(POLL_SECONDS)
+
+
+def _search(instance: dg.DagsterInstance, resources: dict, campaign_ids: list[int], report: SyncReport) -> datetime:
+    """One batch run searching every campaign synced, as the search sensor asks for; returns when it began, less
+    the commit overlap: what landed after that is new to it."""
+    began = datetime.now(UTC) - COMMIT_OVERLAP
+    searched = search_campaigns_job.execute_in_process(
+        run_config=search_run_config(campaign_ids), instance=instance, resources=resources
+    )
+    report.pending = 0
+    for materialization in searched.asset_materializations_for_node("search_due_campaigns"):
+        report.searches += 1
+        report.businesses_added += materialization.metadata["businesses_added"].value
+        report.pending += materialization.metadata["pending_areas"].value
+    return began
+
+
+def _landed_since(store: Store, campaign_ids: list[int], since: datetime) -> bool:
+    """Whether places of the campaigns' pairs landed after ``since``."""
+    return any(p.arrived_at and p.arrived_at > since for p in store.search_progress(datetime.now(UTC), campaign_ids))
+
+
+def _pending(store: Store, campaign_ids: list[int], imports_on: bool) -> int:
+    """The areas the campaigns still wait on, as their searches count them."""
+    return sum(p.pending(imports_on) for p in store.search_progress(datetime.now(UTC), campaign_ids))

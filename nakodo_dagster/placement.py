@@ -107,6 +107,9 @@ class PlaceImport:
     failure: str | None = None
     """Why the mark's import failed, recorded when it did (its imported_at is then the failure's time); None for a
     release, a mark on its way, or a mark whose import was lost without a word."""
+    roll_out: str | None = None
+    """The release an analyst asked this loaded pair to move to now (``imports roll-out``), until its mark is
+    written; None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -331,11 +334,11 @@ class Cutoffs:
             retry_after=now - timedelta(days=RETRY_DAYS),
         )
 
-    def state(self, release: str, imported_at: datetime, failed: bool = False) -> str:
+    def state(self, release: str, imported_at: datetime, failed: bool = False, roll_out: str | None = None) -> str:
         """``fresh``, ``coming``, ``failed`` or ``missing`` for a row of place_imports (``failed``: its import's
-        failure was recorded, at ``imported_at``)."""
+        failure was recorded, at ``imported_at``; ``roll_out``: the release it was asked to move to now)."""
         if release != REQUESTED:
-            return "fresh" if imported_at > self.fresh_after else "missing"
+            return "fresh" if imported_at > self.fresh_after and not rolled_out(release, roll_out) else "missing"
         if imported_at > self.coming_after and not failed:
             return "coming"
         # A failed import gives nothing back; without its mark every look would start it again.
@@ -343,7 +346,26 @@ class Cutoffs:
 
     def row_state(self, row: PlaceImport) -> str:
         """``state`` of a place_imports row."""
-        return self.state(row.release, row.imported_at, row.failure is not None)
+        return self.state(row.release, row.imported_at, row.failure is not None, row.roll_out)
+
+
+def rolled_out(release: str, roll_out: str | None) -> bool:
+    """Whether a loaded pair was asked to move to a newer release now, whatever its age (``imports roll-out``).
+
+    Such a pair reads as missing, as it would at FRESH_DAYS: the import sensor asks for it with everything else
+    missing, in the line's fair-share order and under the admission cap, and its run passes the drift gate as any
+    other. Its mark ends the request (a failed or held import is not asked for again and again); a pair already on
+    that release has moved."""
+    return release != REQUESTED and roll_out is not None and roll_out != release
+
+
+def last_move_at(newest_older_load: datetime | None, now: datetime) -> datetime | None:
+    """When the last pair still on an older release moves to a newer one at the FRESH_DAYS pace, with no roll-out:
+    FRESH_DAYS after the newest load of an older release (``newest_older_load``; None: every pair has moved), and
+    never before ``now`` (a pair stale already moves when a campaign next needs it)."""
+    if newest_older_load is None:
+        return None
+    return max(newest_older_load + timedelta(days=FRESH_DAYS), now)
 
 
 def retry_allowed_at(failed_at: datetime) -> datetime:

@@ -16,6 +16,9 @@ KIND = "nakodo/kind"
 IMPORT_KIND = "import"
 # The hash of an import run's canonical payload: the same work always carries the same key.
 IMPORT_KEY = f"{HIDDEN_PREFIX}nakodo_import_key"
+# The store an import run writes (Store.identity, a hash: never a password): the same payload is the same work only
+# for the same store, and two stores sharing one Dagster instance never drop each other's runs.
+STORE = f"{HIDDEN_PREFIX}nakodo_store"
 # The exact imported_at of the marks a run holds: the key to taking them back or dating them back, never
 # touching a mark somebody else wrote on the same pair.
 STAMP = f"{HIDDEN_PREFIX}nakodo_stamp"

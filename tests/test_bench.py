@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Each runs a part of the bench in a process of its own, a soak among them: minutes under load.
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.timeout(900)]
+
 PROJECT = Path(__file__).parents[1]
 
 

@@ -36,8 +36,10 @@ from nakodo_dagster.placement import (
     cells_around,
     import_needs,
     import_runs,
+    last_move_at,
     parse_area_key,
     retry_allowed_at,
+    rolled_out,
     search_due,
 )
 
@@ -169,6 +171,26 @@ def test_import_needs_gives_each_failed_area_and_why():
     assert needs.failed == {a: "file part-00003.parquet is unreadable", b: LOST_IMPORT}
     assert needs.coming == {c}
     assert needs.missing == {}
+
+
+def test_a_pair_rolled_out_to_a_newer_release_is_missing_whatever_its_age():
+    a = cell(53.5, -2).key
+    old, new = "2026-10-15.0", "2026-11-18.0"
+    asked = PlaceImport(a, "cafe", old, 12, hours_ago(1), roll_out=new)
+    assert rolled_out(old, new) and Cutoffs.at(NOW).row_state(asked) == "missing"
+    assert import_needs([cell(53.5, -2)], ["cafe"], [asked], NOW).missing == {a: ["cafe"]}
+    # On the release it was asked to move to, it has moved; a mark is the import under way, the request ended.
+    moved = PlaceImport(a, "cafe", new, 12, hours_ago(1), roll_out=new)
+    assert not rolled_out(new, new) and Cutoffs.at(NOW).row_state(moved) == "fresh"
+    assert not rolled_out(REQUESTED, new)
+    assert Cutoffs.at(NOW).row_state(PlaceImport(a, "cafe", REQUESTED, 0, hours_ago(1), roll_out=new)) == "coming"
+    assert not rolled_out(old, None)
+
+
+def test_the_last_pair_moves_fresh_days_after_the_newest_older_load_never_before_now():
+    assert last_move_at(None, NOW) is None
+    assert last_move_at(NOW - timedelta(days=5), NOW) == NOW + timedelta(days=FRESH_DAYS - 5)
+    assert last_move_at(NOW - timedelta(days=FRESH_DAYS + 3), NOW) == NOW
 
 
 def test_arrived_at_ignores_marks():

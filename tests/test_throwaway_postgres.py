@@ -16,7 +16,7 @@ import pytest
 
 from bench.throwaway_postgres import answers, packaged_server_binaries, start_throwaway_postgres
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.postgres]
 
 ROOT = Path(__file__).parent.parent
 # A few PostgreSQL tests of the store: enough to show them connecting, creating and dropping their databases.

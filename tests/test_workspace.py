@@ -81,6 +81,7 @@ def _runs_in_flight(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     return instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_stopping_make_run_started_from_a_script_stops_everything_and_cancels_its_runs(tmp_path):
     """As a service manager or a script without job control starts it (SIGINT inherited as ignored, a session of

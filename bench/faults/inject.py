@@ -89,7 +89,9 @@ def retry_replaced_files(store: Store, pairs: set[tuple[str, str]]) -> list[tupl
     """What an operator does after the failure of an import that read a file cut short, once the file is whole
     again (its copy put back): retries each of these pairs marked failed for an unreadable file. Returns them."""
     now = datetime.now(UTC)
-    retried = [(row.area, row.category) for row in import_rows_of(store, pairs) if " is unreadable" in (row.failure or "")]
+    retried = [
+        (row.area, row.category) for row in import_rows_of(store, pairs) if " is unreadable" in (row.failure or "")
+    ]
     for area, category in retried:
         store.forget_failed_import(area, category, now)
     return retried

@@ -9,7 +9,9 @@ import click
 from nakodo_dagster import settings
 from nakodo_dagster.cli.shared import NakodoGroup, dagster_home, open_configured_store, utc_day, utc_minute
 from nakodo_dagster.drift import accept_command
+from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.export import columns
+from nakodo_dagster.overture.releases import resolve_release
 from nakodo_dagster.placement import (
     FRESH_DAYS,
     IMPORT_HOURS,
@@ -20,6 +22,7 @@ from nakodo_dagster.placement import (
     parse_area_key,
     retry_allowed_at,
 )
+from nakodo_dagster.roll_out import roll_out
 from nakodo_dagster.store import Store
 from nakodo_dagster.words import plural
 
@@ -63,6 +66,7 @@ def imports_status(campaign_ids: tuple[int, ...]) -> None:
             f"failed {RETRY_DAYS} days ago or more: imported again when a campaign needs it."
         )
         _echo_releases(store)
+        _echo_roll_out(store, now)
         _echo_failed_pairs(store, now)
         _echo_held_pairs(store)
     _echo_import_line(store, now, list(campaign_ids) or None)
@@ -79,6 +83,19 @@ def _echo_releases(store: Store) -> None:
     )
     rows = [[r.release, f"{r.pairs:,}", f"{r.pairs - r.carried:,}", f"{r.carried:,}", f"{r.held:,}"] for r in releases]
     click.echo(columns(["release", "pairs", "read", "carried over", "held"], rows), nl=False)
+
+
+def _echo_roll_out(store: Store, now: datetime) -> None:
+    """How far the release the import sensor reads has reached, when the rest move, and how to move them now."""
+    root = settings.value("NAKODO_OVERTURE_ROOT").strip()
+    if not root:
+        return
+    try:
+        release = resolve_release(root, settings.value("NAKODO_OVERTURE_RELEASE").strip() or None)
+    except InvalidInput as error:
+        click.echo(f"\nThe release the import sensor reads cannot be found: {error}")
+        return
+    click.echo(f"\nRoll-out. {store.roll_out_status(release, now).in_words()}")
 
 
 def _echo_held_pairs(store: Store) -> None:
@@ -203,6 +220,43 @@ def _echo_import_line(store: Store, now: datetime, campaign_ids: list[int] | Non
     click.echo(columns(["campaign", "name", "account", "first businesses", "blocks in line"], rows), nl=False)
     if campaign_ids is None and len(lines) > _LINE_LISTED:
         click.echo(f"and {len(lines) - _LINE_LISTED:,} more: `nakodo imports status --campaign ID` for one campaign")
+
+
+@imports.command("roll-out")
+@click.argument("release")
+@click.option("--campaign", "campaign_id", type=int, help="The pairs of this active campaign.")
+@click.option("--category", help="The pairs of this category that active campaigns need.")
+@click.option("--all", "everything", is_flag=True, help="Every pair active campaigns need.")
+def imports_roll_out(release: str, campaign_id: int | None, category: str | None, everything: bool) -> None:
+    """Move chosen pairs to RELEASE now, rather than as each turns 35 days old.
+
+    RELEASE is the release the import sensor reads (NAKODO_OVERTURE_RELEASE if set, else the newest under
+    NAKODO_OVERTURE_ROOT), by name or as `newest`. The pairs (exactly one of --campaign, --category, --all) are
+    asked for at the import sensor's next ticks, or by `nakodo sync`: through the import queue in fair-share order,
+    each run past the drift gate. Pairs already on it, on their way, failed or held at its gate are left as they
+    are. The Dagster UI's job roll_out_release does the same.
+    """
+    store = open_configured_store()
+    chosen, asked = roll_out(
+        store,
+        settings.value("NAKODO_OVERTURE_ROOT"),
+        settings.value("NAKODO_OVERTURE_RELEASE"),
+        release,
+        campaign_id=campaign_id,
+        category=category,
+        everything=everything,
+    )
+    if asked:
+        click.echo(
+            f"Asked {plural(asked, 'pair')} to move to release {chosen} now: the import sensor's next ticks (or "
+            "`nakodo sync`) ask for them through the import queue, accounts taking turns, each past the drift gate."
+        )
+    else:
+        click.echo(
+            f"No pair to move to release {chosen}: the pairs chosen are on it already, on their way, failed, held at "
+            "its drift gate, or not needed by an active campaign."
+        )
+    click.echo(store.roll_out_status(chosen, datetime.now(UTC)).in_words())
 
 
 @imports.command("retry")

@@ -13,7 +13,7 @@ from nakodo_dagster import tags
 from nakodo_dagster.drift import PairDrift, accept_command
 from nakodo_dagster.imports.outcome import ImportOutcome, PairReport
 from nakodo_dagster.partitions import places_partition
-from nakodo_dagster.store.models import HeldImport, ReleasePairs
+from nakodo_dagster.store.models import HeldImport, ReleasePairs, RollOut
 from nakodo_dagster.words import plural
 
 PLACES = dg.AssetKey("places")
@@ -218,3 +218,17 @@ def releases_observation(releases: list[ReleasePairs]) -> dg.AssetObservation:
             "pairs_on_older_releases": sum(r.pairs for r in older),
         }
     return dg.AssetObservation(asset_key=PLACES, metadata=metadata)
+
+
+def roll_out_observation(roll_out: RollOut, description: str) -> dg.AssetObservation:
+    """An observation on places of how far a release has reached: what the import sensor says once when the release
+    appears, and what the roll_out_release job says after asking pairs to move."""
+    metadata: dict[str, object] = {
+        "release": roll_out.release,
+        "pairs_on_release": roll_out.on_release,
+        "pairs": roll_out.pairs,
+        "pairs_asked_to_move": roll_out.asked,
+    }
+    if roll_out.last_move_at is not None:
+        metadata["last_pair_moves_at"] = dg.MetadataValue.timestamp(roll_out.last_move_at)
+    return dg.AssetObservation(asset_key=PLACES, description=description, metadata=metadata)

@@ -15,6 +15,8 @@ import dagster as dg
 
 from nakodo_dagster import tags
 from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
+from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.imports.events import roll_out_observation
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
 from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, admitted_runs, import_pace
@@ -33,6 +35,9 @@ UNFINISHED = [
     dg.DagsterRunStatus.STARTED,
 ]
 _FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE]
+# How often the root is looked at for a newer release: a listing of an s3:// root costs requests, and a release
+# comes monthly.
+RELEASE_LOOK_MINUTES = 5
 # Finished import runs the pace is judged from: enough for a steady median, few enough to read every tick.
 _PACE_WINDOW = 50
 # A tag filter becomes one SQL IN list, and SQLite caps the parameters of a statement.
@@ -51,29 +56,41 @@ class ImportCursor:
     """Runs' worth of missing pairs that look left for the queue."""
     retries_checked_at: datetime | None = None
     """Failed import runs were checked for a retry Dagster never launched up to this moment."""
+    release: str | None = None
+    """The release the sensor reads, as last looked at: a newer one is announced once."""
+    release_looked_at: datetime | None = None
+    """When the root was last looked at for a newer release."""
 
     @classmethod
     def loads(cls, text: str | None) -> ImportCursor:
         if not text:
             return cls()
         state = json.loads(text)
-        checked_at, retries_checked_at = state.get("checked_at"), state.get("retries_checked_at")
+        moments = {
+            name: datetime.fromisoformat(state[name]) if state.get(name) else None
+            for name in ("checked_at", "retries_checked_at", "release_looked_at")
+        }
         return cls(
             set(state.get("confirmed", [])),
-            datetime.fromisoformat(checked_at) if checked_at else None,
+            moments["checked_at"],
             state.get("waiting", 0),
-            datetime.fromisoformat(retries_checked_at) if retries_checked_at else None,
+            moments["retries_checked_at"],
+            state.get("release"),
+            moments["release_looked_at"],
         )
 
     def dumps(self) -> str:
-        checked_at = self.checked_at.isoformat() if self.checked_at else None
-        retries_checked_at = self.retries_checked_at.isoformat() if self.retries_checked_at else None
+        def moment(value: datetime | None) -> str | None:
+            return value.isoformat() if value else None
+
         return json.dumps(
             {
                 "confirmed": sorted(self.confirmed),
-                "checked_at": checked_at,
+                "checked_at": moment(self.checked_at),
                 "waiting": self.waiting,
-                "retries_checked_at": retries_checked_at,
+                "retries_checked_at": moment(self.retries_checked_at),
+                "release": self.release,
+                "release_looked_at": moment(self.release_looked_at),
             }
         )
 
@@ -104,14 +121,15 @@ def _import_runs_filter(statuses: list[dg.DagsterRunStatus]) -> dg.RunsFilter:
     return dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=statuses)
 
 
-def _blocking_runs(instance: dg.DagsterInstance, runs: list[ImportRun], now: datetime) -> set[str]:
-    """The payload keys among these runs that a queued or running run carries, or that succeeded within
-    SAME_WORK_HOURS. A failed or cancelled run blocks nothing: its retry may go at once."""
+def _blocking_runs(instance: dg.DagsterInstance, store: str, runs: list[ImportRun], now: datetime) -> set[str]:
+    """The payload keys among these runs that a queued or running run for the same store (``Store.identity``)
+    carries, or that succeeded within SAME_WORK_HOURS. A failed or cancelled run blocks nothing: its retry may go
+    at once. Another store's run of the same payload is other work: it writes other rows."""
     keys = sorted({run.key for run in runs})
     since = now - timedelta(hours=SAME_WORK_HOURS)
     blocking: set[str] = set()
     for start, key in itertools.product(range(0, len(keys), _KEYS_PER_QUERY), tags.keys_of(tags.IMPORT_KEY)):
-        chunk = {key: keys[start : start + _KEYS_PER_QUERY]}
+        chunk = {key: keys[start : start + _KEYS_PER_QUERY], tags.STORE: store}
         for runs_filter in (
             dg.RunsFilter(tags=chunk, statuses=UNFINISHED),
             dg.RunsFilter(tags=chunk, statuses=[dg.DagsterRunStatus.SUCCESS], created_after=since),
@@ -239,7 +257,38 @@ def take_back_unretried(
     return until
 
 
-def _run_request(run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns) -> dg.RunRequest:
+def announce_release(
+    store: Store, overture: OvertureResource, state: ImportCursor, now: datetime, log: logging.Logger
+) -> list[dg.AssetObservation]:
+    """Say once, when the release the sensor reads changes, how far it has reached among the loaded pairs, when the
+    last of them moves at the FRESH_DAYS pace and how to move them now: a log line and an observation on places.
+    The root is looked at every RELEASE_LOOK_MINUTES; nothing is said while every loaded pair is on the release
+    (a store that holds nothing yet, or a roll-out done)."""
+    if overture.off_reason or (
+        state.release_looked_at is not None and now - state.release_looked_at < timedelta(minutes=RELEASE_LOOK_MINUTES)
+    ):
+        return []
+    state.release_looked_at = now
+    try:
+        release = overture.current_release()
+    except InvalidInput as error:
+        # The tick's reservation says so, and takes its marks back, if it needs the release; nothing to announce.
+        log.warning(f"No release to announce: {error}")
+        return []
+    if release == state.release:
+        return []
+    state.release = release
+    roll_out = store.roll_out_status(release, now)
+    if roll_out.last_move_at is None:
+        return []
+    message = f"A newer release is under the root. {roll_out.in_words()}"
+    log.info(message)
+    return [roll_out_observation(roll_out, message)]
+
+
+def _run_request(
+    run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns, store: str
+) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
         job_name=import_places.name,
@@ -250,6 +299,7 @@ def _run_request(run: ImportRun, stamp: datetime, first_block: bool, served: Ser
             # reconciliation, a test) still counts towards the queue's two slots and the admission cap.
             tags.KIND: tags.IMPORT_KIND,
             tags.IMPORT_KEY: run.key,
+            tags.STORE: store,
             tags.STAMP: tags.stamp_tag(stamp),
             tags.BOX: f"{west},{south},{east},{north}",
             tags.AREA: run.areas[0] if run.country_code else plural(len(run.areas), "cell"),
@@ -307,9 +357,11 @@ def request_import_runs(
     state.confirmed = take_back_unlaunched(instance, store, state.confirmed, now, log)
     state.retries_checked_at = take_back_unretried(instance, store, state.retries_checked_at, now, log)
     clock.lap("orphans")
+    announced = announce_release(store, overture, state, now, log)
+    clock.lap("release")
 
     def skip(message: str) -> dg.SensorResult:
-        return dg.SensorResult(skip_reason=f"{message} Tick {clock}.", cursor=state.dumps())
+        return dg.SensorResult(skip_reason=f"{message} Tick {clock}.", cursor=state.dumps(), asset_events=announced)
 
     def changed() -> bool:
         # Only a noted change or a boundary crossed can make a pair missing; without either, the last look stands
@@ -356,13 +408,14 @@ def request_import_runs(
         # A release that cannot be found fails the tick and takes its marks back, not every run for 7 days.
         release = overture.current_release()
         clock.lap("release")
-        blocking = _blocking_runs(instance, runs, now)
+        blocking = _blocking_runs(instance, store.identity, runs, now)
         launch = [run for run in runs if run.key not in blocking]
         # The same work is queued, running or just succeeded: its marks are not ours to keep.
         store.take_back([pair for run in runs if run.key in blocking for pair in run.pairs], stamp)
         clock.lap("same work")
         requests = [
-            _run_request(run, stamp, run.key in reservation.first_runs, reservation.served[run.key]) for run in launch
+            _run_request(run, stamp, run.key in reservation.first_runs, reservation.served[run.key], store.identity)
+            for run in launch
         ]
         partitions = _new_partitions(instance, launch)
         clock.lap("requests")
@@ -385,7 +438,9 @@ def request_import_runs(
     log.info(f"{summary} Tick {clock}.")
     if not requests:
         return skip(summary)
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partitions, cursor=state.dumps())
+    return dg.SensorResult(
+        run_requests=requests, dynamic_partitions_requests=partitions, cursor=state.dumps(), asset_events=announced
+    )
 
 
 @dg.sensor(

@@ -79,7 +79,7 @@ marks AS (
     SELECT marked.*
     FROM (SELECT DISTINCT area FROM needed) AS areas
     CROSS JOIN LATERAL (
-        SELECT area, category, release, imported_at, failure FROM place_imports
+        SELECT area, category, release, imported_at, failure, roll_out FROM place_imports
         WHERE place_imports.area = areas.area OFFSET 0
     ) AS marked
 )

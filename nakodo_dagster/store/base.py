@@ -8,6 +8,7 @@ another service.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ import pyarrow as pa
 
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.errors import InvalidInput
+from nakodo_dagster.overture.releases import check_release_name
 from nakodo_dagster.placement import (
     REQUESTED,
     CountryLocation,
@@ -61,6 +63,7 @@ from nakodo_dagster.store.models import (
     ProgressCount,
     ReleasePairs,
     Reservation,
+    RollOut,
     SearchProgress,
     WrittenImport,
     check_account_name,
@@ -77,6 +80,11 @@ def _new_campaign(name: str, account_id: int, targeting: Targeting) -> NewCampai
     if not isinstance(targeting, Targeting):
         raise InvalidInput(f"targeting {targeting!r} is not a Targeting of locations and categories")
     return NewCampaign(check_campaign_name(name), check_id("account", account_id), targeting)
+
+
+def store_identity(kind: str, *where: str) -> str:
+    """``Store.identity`` of a store of ``kind`` found at ``where``."""
+    return hashlib.sha1("\n".join((kind, *where)).encode()).hexdigest()[:16]
 
 
 def _check_release(release: str) -> None:
@@ -107,11 +115,18 @@ class Store(ABC):
         the backend opens once for them rather than once each. PostgreSQL connects per transaction either way."""
         yield
 
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """Which database this is, as a short hash of where it is (never of a user name or password): two stores
+        sharing one Dagster instance tell their runs apart by it."""
+
     # Schema
 
     def migrate(self) -> None:
         """Create or upgrade the tables to the newest schema; safe to repeat and to run from many processes."""
-        self._transact(lambda tx: migrate.migrate(tx, self._MIGRATION_LOCK, self._MIGRATIONS_OF_ITS_OWN))
+        while not self._transact(lambda tx: migrate.migrate(tx, self._MIGRATION_LOCK, self._MIGRATIONS_OF_ITS_OWN)):
+            pass
 
     # The freshness table
 
@@ -284,6 +299,26 @@ class Store(ABC):
     def import_status(self, now: datetime) -> list[ImportStatus]:
         """Per category, how many pairs are fresh, on their way, failed or stale, and the oldest release."""
         return self._transact(lambda tx: imports.import_status(tx, now))
+
+    def roll_out(self, release: str, *, campaign_id: int | None = None, category: str | None = None) -> int:
+        """The analyst's roll-out: ask the loaded pairs active campaigns need (of the campaign, of the category, or
+        all of them) to move to ``release`` now, whatever their age; returns how many were asked. The import sensor
+        asks for them at its next ticks like any missing pair (placement.rolled_out). InvalidInput, with nothing
+        written, for a release name, a campaign or a category that cannot be, or a paused campaign."""
+        check_release_name(release)
+        if category is not None:
+            (category,) = check_categories([category])
+        if campaign_id is not None and self.campaign(check_id("campaign", campaign_id)).status != "active":
+            raise InvalidInput(
+                f"campaign {campaign_id} is paused, and nothing is imported for a paused campaign: resume it first"
+            )
+        return self._transact(lambda tx: marks.roll_out(tx, release, campaign_id, category))
+
+    def roll_out_status(self, release: str, now: datetime) -> RollOut:
+        """How far ``release`` has reached: the pairs holding places that come from it, out of all that hold places,
+        those asked to move to it now, and when the last of the rest moves at the FRESH_DAYS pace."""
+        check_release_name(release)
+        return self._transact(lambda tx: imports.roll_out_status(tx, release, now))
 
     def release_pairs(self) -> list[ReleasePairs]:
         """Each release the pairs' places come from, newest first: how many pairs, and how many of its pairs the

@@ -17,7 +17,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from nakodo_dagster.duckdb_connection import closing
-from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.base import Store, store_identity
 from nakodo_dagster.store.transaction import T, Transaction
 
 # Backoff between attempts on a locked file: short enough that a sensor tick barely notices a peer's
@@ -117,6 +117,10 @@ class DuckDBStore(Store):
                     del _held()[self._key]
         finally:
             self._thread_lock.release()
+
+    @property
+    def identity(self) -> str:
+        return store_identity("duckdb", str(self.path.resolve()))
 
     def _transact(self, work: Callable[[Transaction], T]) -> T:
         held = _held().get(self._key)

@@ -12,9 +12,9 @@ import pyarrow.compute as pc
 from nakodo_dagster.drift import DriftLimits
 from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.errors import InvalidInput
-from nakodo_dagster.placement import ImportRun, PlaceImport
+from nakodo_dagster.placement import REQUESTED, ImportRun, PlaceImport, last_move_at
 from nakodo_dagster.store import drift_gate, landing
-from nakodo_dagster.store.models import ImportStatus, ReleasePairs, WrittenImport
+from nakodo_dagster.store.models import ImportStatus, ReleasePairs, RollOut, WrittenImport
 from nakodo_dagster.store.shared import IMPORT_COLUMNS, PAIRS, on_its_way, pair_state, rule
 from nakodo_dagster.store.transaction import pair_params
 
@@ -104,6 +104,17 @@ ORDER BY release DESC
 """
 
 
+# How far $release has reached among the pairs that hold places: on it, in all, asked to move to it now, and the
+# newest load of an older release (marks aside: one on its way moves within hours), which sets the pace's end.
+ROLL_OUT_STATUS = """
+SELECT count(*) FILTER (WHERE places_release = $release),
+       count(*),
+       count(*) FILTER (WHERE roll_out = $release AND release <> $release AND release <> $requested),
+       max(imported_at) FILTER (WHERE places_release <> $release AND release <> $requested)
+FROM place_imports WHERE places_release IS NOT NULL
+"""
+
+
 def incoming(places: pa.Table) -> pa.Table:
     """The rows to write, with exactly ``INCOMING_COLUMNS``; list or struct columns become JSON text, absent optional
     columns are filled (no sources, open)."""
@@ -182,6 +193,12 @@ def import_rows(tx: Transaction, areas: list[str], categories: list[str]) -> lis
 def import_status(tx: Transaction, now: datetime) -> list[ImportStatus]:
     """Per category, how many pairs are in each state at ``now``, and the oldest release."""
     return [ImportStatus(*row) for row in tx.rows(IMPORT_STATUS, **rule(now))]
+
+
+def roll_out_status(tx: Transaction, release: str, now: datetime) -> RollOut:
+    """How far ``release`` has reached (``Store.roll_out_status``)."""
+    [(on_release, pairs, asked, newest_older_load)] = tx.rows(ROLL_OUT_STATUS, release=release, requested=REQUESTED)
+    return RollOut(release, on_release, pairs, asked, last_move_at(newest_older_load, now))
 
 
 def release_pairs(tx: Transaction) -> list[ReleasePairs]:

@@ -24,10 +24,11 @@ def stamped(row: str) -> str:
 
 
 # The compare and set: whatever comes back is ours to import, and nothing else is. The WHERE restates the
-# rule from the other side (only a missing pair is taken over); $force is the analyst's deliberate override.
+# rule from the other side (only a missing pair is taken over); $force is the analyst's deliberate override. A
+# roll-out request ends here: asked for, the pair moves, fails or is held like any other.
 ON_CONFLICT_MISSING = f"""
 ON CONFLICT (area, category) DO UPDATE
-SET release = excluded.release, rows = 0, imported_at = excluded.imported_at, failure = NULL
+SET release = excluded.release, rows = 0, imported_at = excluded.imported_at, failure = NULL, roll_out = NULL
 WHERE $force OR {MISSING}
 RETURNING area, category
 """
@@ -68,6 +69,29 @@ WHERE area = $area AND category = $category AND release = $requested
 RETURNING {IMPORT_COLUMNS}
 """
 
+
+# The analyst's roll-out: loaded pairs active campaigns need ($campaign_id's alone, or every one), of $category or of
+# any, asked to move to $release now. A pair on it already, on its way, failed, or whose rows of $release the drift
+# gate holds is left as it is: its import is decided, and reading it again would say the same.
+ROLL_OUT = """
+UPDATE place_imports SET roll_out = $release
+WHERE release <> $requested AND release <> $release AND roll_out IS DISTINCT FROM $release
+  AND ($category::TEXT IS NULL OR category = $category::TEXT)
+  AND EXISTS (
+      SELECT 1 FROM needed_pairs AS n
+      WHERE n.area = place_imports.area AND n.category = place_imports.category AND n.campaigns > 0
+  )
+  AND ($campaign_id::INTEGER IS NULL OR EXISTS (
+      SELECT 1 FROM campaign_areas AS ca JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id
+      WHERE ca.campaign_id = $campaign_id::INTEGER AND ca.area = place_imports.area
+        AND cc.category = place_imports.category
+  ))
+  AND NOT EXISTS (
+      SELECT 1 FROM held_imports AS h
+      WHERE h.area = place_imports.area AND h.category = place_imports.category AND h.release = $release
+  )
+RETURNING area, category
+"""
 
 # Marks a run should exist for by now, by stamp: younger than the launch grace the run may still be being
 # launched; from IMPORT_HOURS on a mark reads as failed and nobody waits on it, and a failed one at once.
@@ -110,6 +134,14 @@ def mark_failed(tx: Transaction, pairs: dict[str, list[str]], stamp: datetime, n
         tx, MARK_FAILED, **pairs, requested=REQUESTED, stamp=stamp, failed_at=now, failure=reason
     )
     return len(failed)
+
+
+def roll_out(tx: Transaction, release: str, campaign_id: int | None, category: str | None) -> int:
+    """Ask the chosen loaded pairs (``ROLL_OUT``) to move to ``release`` now; returns how many were asked."""
+    rows = _rows_changing_needs(
+        tx, ROLL_OUT, release=release, requested=REQUESTED, campaign_id=campaign_id, category=category
+    )
+    return len(rows)
 
 
 def forget_failed(tx: Transaction, area: str, category: str, now: datetime) -> PlaceImport | None:

@@ -1,4 +1,5 @@
-"""The schema's migrations, applied in one transaction, and the work some versions need beyond their statements:
+"""The schema's migrations, applied in one transaction (two across a version DuckDB needs alone), and the work some
+versions need beyond their statements:
 what the store keeps of campaigns older than the tables that keep it."""
 
 from __future__ import annotations
@@ -29,15 +30,26 @@ SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, applied_at) VALUES ($version, $now)"
 
 
-def migrate(tx: Transaction, lock: str | None, of_its_own: Mapping[int, tuple[str, ...]]) -> None:
-    """Upgrade the tables to the newest schema (``Store.migrate``): ``lock`` first if the backend needs one, and
-    after each version's statements the backend's own for it (``of_its_own``)."""
+# Versions that begin a transaction of their own when an upgrade crosses them: DuckDB fails the commit of a transaction
+# that alters a table after writing it ("another transaction has altered this table"), and version 20 alters
+# place_imports, which version 17 writes.
+_OWN_TRANSACTION = frozenset({20})
+
+
+def migrate(tx: Transaction, lock: str | None, of_its_own: Mapping[int, tuple[str, ...]]) -> bool:
+    """Upgrade the tables towards the newest schema (``Store.migrate``): ``lock`` first if the backend needs one, and
+    after each version's statements the backend's own for it (``of_its_own``). Returns whether the schema is the
+    newest; False when it stopped before a version of ``_OWN_TRANSACTION``, for the next transaction to go on."""
     if lock:
         tx.rows(lock)
     tx.run(CREATE_SCHEMA_MIGRATIONS)
     [(reached,)] = tx.rows(SCHEMA_VERSION)
+    newest = True
     for version, statements in MIGRATIONS:
         if version > reached:
+            if version in _OWN_TRANSACTION and tx.rows(SCHEMA_VERSION)[0][0] > reached:
+                newest = False
+                break
             for statement in (*statements, *of_its_own.get(version, ())):
                 tx.run(statement)
             if version == _COUNT_RANGES_VERSION:
@@ -52,6 +64,7 @@ def migrate(tx: Transaction, lock: str | None, of_its_own: Mapping[int, tuple[st
             needs.keep_first_area(tx, campaign.id, campaign.targeting)
     if reached < _NEEDED_PAIRS_VERSION:
         needs.count_needed_pairs(tx)
+    return newest
 
 
 def schema_version(tx: Transaction) -> int:

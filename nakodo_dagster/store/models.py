@@ -12,6 +12,7 @@ from typing import Any
 from nakodo_dagster.drift import PairDrift
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.placement import (
+    FRESH_DAYS,
     CountryLocation,
     ImportRun,
     Location,
@@ -206,6 +207,37 @@ class ReleasePairs:
     pairs: int
     carried: int
     held: int
+
+
+# The job that rolls a release out from the Dagster UI (nakodo_dagster/jobs/roll_out.py), named where a roll-out is
+# put in words.
+ROLL_OUT_JOB = "roll_out_release"
+
+
+@dataclass(frozen=True)
+class RollOut:
+    """How far a release has reached among the pairs that hold places, and when the last of the rest moves to a
+    newer release without a roll-out (placement.last_move_at)."""
+
+    release: str
+    on_release: int
+    pairs: int
+    asked: int
+    """Pairs asked to move to it now (``imports roll-out``) that the import sensor has not asked for yet."""
+    last_move_at: datetime | None
+    """None: every pair is on it."""
+
+    def in_words(self) -> str:
+        """The roll-out in one sentence, as the import sensor, the places asset and ``imports status`` say it."""
+        text = f"Release {self.release}: {self.on_release:,} of {self.pairs:,} loaded pairs on it"
+        if self.last_move_at is None:
+            return f"{text}."
+        asked = f"; {self.asked:,} asked to move now, on their way at the next ticks" if self.asked else ""
+        return (
+            f"{text}{asked}; at the {FRESH_DAYS}-day pace the last pair moves by {self.last_move_at:%Y-%m-%d %H:%M} "
+            f"UTC. `nakodo imports roll-out {self.release} --campaign ID | --category C | --all` (or the job "
+            f"{ROLL_OUT_JOB} in the Dagster UI) moves pairs now, through the import queue."
+        )
 
 
 @dataclass(frozen=True)

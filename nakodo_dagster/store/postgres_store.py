@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.csv
 
 from nakodo_dagster.redact import redacted_url
-from nakodo_dagster.store.base import Store
+from nakodo_dagster.store.base import Store, store_identity
 from nakodo_dagster.store.coverage import ANALYZE_COVERAGE_PAIRS, COVERAGE_PAIRS_ESTIMATE
 from nakodo_dagster.store.schema import BUSINESS_PARTITIONS, POSTGRES_MIGRATIONS
 from nakodo_dagster.store.search import FIRST_BY_DISTINCT_ON, POSTGRES_SHARE_OF_PLACES
@@ -133,6 +133,14 @@ class PostgresStore(Store):
 
     def __repr__(self) -> str:
         return f"PostgresStore({redacted_url(self.url)!r})"
+
+    @property
+    def identity(self) -> str:
+        # The server, the database and the session options (a schema on the search path is another store); the user
+        # and the password name who connects, not which store, and never leave the process.
+        dsn = psycopg2.extensions.parse_dsn(self.url)
+        where = [dsn.get(key, "") for key in ("host", "hostaddr", "port", "dbname", "options")]
+        return store_identity("postgresql", *where)
 
     def _connect(self) -> psycopg2.extensions.connection:
         """A new connection. libpq quotes a URL it cannot parse, password and all, in its error: the error raised

@@ -508,6 +508,14 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE campaign_businesses ADD COLUMN closed_in TEXT",
         ),
     ),
+    (
+        20,
+        (
+            # The release an analyst asked a loaded pair to move to now (`imports roll-out`): the pair reads as
+            # missing (placement.rolled_out) until the import sensor's mark ends the request.
+            "ALTER TABLE place_imports ADD COLUMN roll_out TEXT",
+        ),
+    ),
 )
 
 # Statements PostgreSQL alone runs after a version's own.

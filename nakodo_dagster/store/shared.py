@@ -38,7 +38,7 @@ INCOMING_AS_PLACES = (
     "$release, i.sources"
 )
 
-IMPORT_COLUMNS = "area, category, release, rows, imported_at, failure"
+IMPORT_COLUMNS = "area, category, release, rows, imported_at, failure, roll_out"
 
 
 def chosen(column: str) -> str:
@@ -76,10 +76,13 @@ def on_its_way(row: str) -> str:
 def pair_state(row: str) -> str:
     """placement.Cutoffs in SQL, for the place_imports columns of ``row`` (a table name of the store, never
     user text): the one rule for fresh, on its way, failed and missing; no row at all is missing. A mark whose
-    failure was recorded is never on its way."""
+    failure was recorded is never on its way; a loaded pair asked to move to another release (placement.rolled_out)
+    is missing whatever its age."""
     return f"""CASE
         WHEN {row}.release IS NULL THEN 'missing'
-        WHEN {row}.release <> $requested THEN CASE WHEN {row}.imported_at > $fresh_after THEN 'fresh' ELSE 'missing' END
+        WHEN {row}.release <> $requested THEN CASE
+            WHEN {row}.imported_at > $fresh_after AND ({row}.roll_out IS NULL OR {row}.roll_out = {row}.release)
+            THEN 'fresh' ELSE 'missing' END
         WHEN {on_its_way(row)} THEN 'coming'
         WHEN {row}.imported_at > $retry_after THEN 'failed'
         ELSE 'missing'

@@ -19,7 +19,7 @@ from nakodo_dagster.jobs.import_places import import_payload
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.store import open_store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.long, pytest.mark.slow]
 
 PROJECT = Path(__file__).parents[2]
 # Two campaigns of forty 25 km circles over Europe, each circle in a block of its own: a backlog of 80 block runs,

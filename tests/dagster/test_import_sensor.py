@@ -107,7 +107,7 @@ def test_imports_off_writes_no_mark_and_says_why(instance, resources_off):
 def test_a_failure_after_reserving_takes_the_marks_back_and_fails_the_tick(instance, resources, monkeypatch):
     resources["store"].store.add_campaign("Leeds", LEEDS)
 
-    def broken(run, stamp, first_block, served):
+    def broken(*request):
         raise RuntimeError("the run request could not be built")
 
     monkeypatch.setattr(import_sensor_module, "_run_request", broken)
@@ -239,7 +239,7 @@ def test_marks_that_cannot_be_taken_back_are_marked_failed_with_why(instance, re
     store = resources["store"].store
     leeds = store.add_campaign("Leeds", LEEDS)
 
-    def broken(run, stamp, first_block, served):
+    def broken(*request):
         raise RuntimeError("the run request could not be built")
 
     def refused(self, pairs, stamp):

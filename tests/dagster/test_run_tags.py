@@ -24,7 +24,7 @@ query {
   runsOrError { ... on Runs { results { runId tags { key value } } } }
 }
 """
-MACHINERY = (tags.IMPORT_KEY, tags.STAMP, tags.RUN_WORKER_PID, tags.RUN_WORKER_HOST, tags.RUN_WORKER_START)
+MACHINERY = (tags.IMPORT_KEY, tags.STORE, tags.STAMP, tags.RUN_WORKER_PID, tags.RUN_WORKER_HOST, tags.RUN_WORKER_START)
 
 
 def _with_earlier_keys(run_tags: dict[str, str]) -> dict[str, str]:

@@ -41,7 +41,7 @@ from nakodo_dagster.partitions import places_partition
 from nakodo_dagster.placement import PointLocation, Targeting, areas_for, import_runs
 from nakodo_dagster.store import open_store
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.postgres]
 
 BIN = Path(sys.executable).parent
 LOCATION = "nakodo-dagster"

@@ -447,7 +447,7 @@ def test_a_store_of_version_8_keeps_its_businesses_and_searches_on(database_url,
 
     store.migrate()
 
-    assert schema_version(store) == MIGRATIONS[-1][0] == 19
+    assert schema_version(store) == MIGRATIONS[-1][0] == 20
     assert [store.campaign_results(campaign) for campaign in campaigns] == held
     # The search goes on from what each campaign holds: only the places landed since, each once.
     new_rows = _random_places(rng, 300, "q")
