@@ -60,12 +60,12 @@ FORGET_RELINED_PAIRS = "DELETE FROM line_pairs WHERE block IN (SELECT block FROM
 # missing: read once, and both how many pairs each block misses and which accounts' campaigns miss them come from
 # here. Driven by the relined blocks, each one's needed pairs through the index on block and each of their areas'
 # marks through the key's first column, whatever the statistics say: a LATERAL subquery that PostgreSQL may not
-# pull up into the join (OFFSET 0) is run per row, and the joins after it are kept in their written order
-# (Transaction.written_order), or a table the planner guessed small is joined inside the loop, once per row. Planned as joins, PostgreSQL read all 820,000 campaign areas of
+# pull up into the join (OFFSET 0) is run per row. Planned as joins, PostgreSQL read all 820,000 campaign areas of
 # a 10,000-campaign fleet to find those of 7 blocks (0.35 s) when its statistics of campaigns were stale, and
 # place_imports whole once per block when its statistics were those of a cold start; looked up pair by pair, the
 # marks of 250 blocks took 0.24 s against 0.16 s. The statements below that are driven by a temp table of what
-# changed are written the same way.
+# changed are written the same way, and run with their joins in the written order (Transaction.written_order):
+# else a table the planner guessed small is joined inside the loop, once per row.
 CREATE_RELINED_NEEDED = f"""
 CREATE TEMP TABLE relined_needed AS
 WITH needed AS (
