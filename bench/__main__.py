@@ -7,8 +7,8 @@ default's instance and on a PostgreSQL one (daemon); a new account's wait for it
 account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
 PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the same fleet imported with
 `nakodo campaign import` into a PostgreSQL store never analyzed, its first import runs lost (cold); the fleet
-through faults of its own machinery, the daemon killed and restarted, its code server killed, run workers killed, imports cancelled through
-the GraphQL API, campaigns paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's
+through faults of its own machinery, the daemon killed and restarted, its code server killed, run workers killed,
+imports cancelled through the GraphQL API, campaigns paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's
 storage stopped, its object store throttling, resetting and stalling, the release's files cut short, a new release
 published (faults: ``python -m bench.faults`` alone, with a seed to replay); a new release read with its GERS
 changelog and without it, block runs and bytes side by side (changelog).
