@@ -1,17 +1,17 @@
 """``python -m bench``: build a release shaped like Overture's, serve it from S3 on loopback behind a latency, and
-measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); the
-same at Overture's scale, millions of places, against a pyarrow dataset in turn (overture); a campaign's search over
-a million loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the
-search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
-default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
-account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
-PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the same fleet imported with
-`nakodo campaign import` into a PostgreSQL store never analyzed, its first import runs lost (cold); the fleet
-through faults of its own machinery, the daemon killed and restarted, its code server killed, run workers killed,
-imports cancelled through the GraphQL API, campaigns paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's
-storage stopped, its object store throttling, resetting and stalling, the release's files cut short, a new release
-published (faults: ``python -m bench.faults`` alone, with a seed to replay); a new release read with its GERS
-changelog and without it, block runs and bytes side by side (changelog).
+measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); the same at
+Overture's scale, millions of places, against a pyarrow dataset in turn (overture); a campaign's search over a million
+loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the search runs they ask for
+an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded default's instance and on a
+PostgreSQL one (daemon); a new account's wait for its first businesses behind another account's backlog (fleet); the
+three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on PostgreSQL and 1,000 on DuckDB,
+something changed before every tick (soak); the same fleet imported with `nakodo campaign import` into a PostgreSQL
+store never analyzed, its first import runs lost (cold); the fleet through faults of its own machinery, the daemon
+killed and restarted, its code server killed, run workers killed, imports cancelled through the GraphQL API, campaigns
+paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's storage stopped, its object
+store throttling, resetting and stalling, the release's files cut short, a new release published (faults: ``python -m
+bench.faults`` alone, with a seed to replay); a new release read with its GERS changelog and without it, block runs and
+bytes side by side (changelog).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
