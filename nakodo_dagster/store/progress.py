@@ -126,17 +126,17 @@ DELETE FROM progress_queue USING moving_pairs
 WHERE progress_queue.area = moving_pairs.area AND progress_queue.category = moving_pairs.category
 """
 
-# The active campaigns' areas holding a moving pair: through the areas' index, then each campaign's categories,
-# then the campaign, in this order (Transaction.written_order): the moving pairs drive, whatever the planner guesses of
-# the campaigns (on a store never analyzed, 71 active of 10,000 drove a nested loop over every moving pair that ran
-# for minutes). A campaign noted due is counted whole just after, and a later statement of the count sees every
-# note this one saw.
+# The active campaigns' areas holding a moving pair: through the areas' index (a LATERAL subquery behind its fence,
+# run per pair), then each campaign's categories, then the campaign, in this order (Transaction.written_order): the
+# moving pairs drive, whatever the planner guesses of the campaigns (on a store never analyzed, 71 active of 10,000
+# drove a nested loop over every moving pair that ran for minutes). A campaign noted due is counted whole just
+# after, and a later statement of the count sees every note this one saw.
 CREATE_AREAS_MOVED = """
 CREATE TEMP TABLE areas_moved AS
 SELECT DISTINCT ca.campaign_id, ca.area
 FROM moving_pairs
 CROSS JOIN LATERAL (
-    SELECT campaign_id, area FROM campaign_areas WHERE campaign_areas.area = moving_pairs.area
+    SELECT campaign_id, area FROM campaign_areas WHERE campaign_areas.area = moving_pairs.area OFFSET 0
 ) AS ca
 JOIN campaign_categories AS cc ON cc.campaign_id = ca.campaign_id AND cc.category = moving_pairs.category
 JOIN campaigns AS c ON c.id = ca.campaign_id
@@ -362,6 +362,7 @@ def count_whole(tx: Transaction, *, everyone: bool) -> int:
     """Count the progress of the campaigns noted due, or of every active campaign, from the kept coverage; a
     campaign noted since this count read the notes stays noted. Returns the (campaign, area) rows looked at."""
     tx.run(CREATE_DUE_READ, everyone=everyone)
+    tx.analyze("due_read")
     tx.run(CREATE_COUNTED_CAMPAIGNS, everyone=everyone)
     tx.run(CREATE_COUNTED_AREAS, everyone=everyone)
     tx.analyze("counted_campaigns", "counted_areas")

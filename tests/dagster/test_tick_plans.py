@@ -81,17 +81,22 @@ def _loops_over_a_scan(plan: dict) -> list[str]:
         if outer["Plan Rows"] <= 1:
             # A temp table of what changed is analyzed: one row is what it holds, not a guess.
             continue
-        while inner["Node Type"] in _WRAPPERS and len(inner.get("Plans", [])) == 1:
-            inner = inner["Plans"][0]
+        while inner["Node Type"] in _WRAPPERS and len(read := _read(inner)) == 1:
+            inner = read[0]
         if inner["Node Type"] not in _LOOKUPS:
             found.append(f"{inner['Node Type']} {inner.get('Relation Name', '')}".strip())
     return found
 
 
+def _read(plan: dict) -> list[dict]:
+    """The children whose rows a node reads, in order: not the subqueries of its filters (NOT IN's)."""
+    return [child for child in plan.get("Plans", []) if child["Parent Relationship"] not in {"SubPlan", "InitPlan"}]
+
+
 def _driver(plan: dict) -> str:
-    """The relation a plan reads first: its leftmost scan."""
-    while plan.get("Plans"):
-        plan = plan["Plans"][0]
+    """The relation a plan reads first: its leftmost scan (a subquery of a filter, as NOT IN's, is not read first)."""
+    while read := _read(plan):
+        plan = read[0]
     return plan.get("Relation Name", plan["Node Type"])
 
 
