@@ -111,7 +111,8 @@ def cold_lines(colds: list[dict], when: str) -> list[str]:
         "",
         "A new PostgreSQL store (autovacuum off, no table ever analyzed), the soak's fleet (200 km campaigns of 5 "
         "categories in accounts of 100) imported with `nakodo campaign import` (which analyzes the campaigns' tables "
-        "afterwards; `--by add` adds them with the store alone and analyzes nothing), then the three sensors in the "
+        "afterwards; `--by add` adds them with the store alone and analyzes nothing, `--by analyzed` analyzes every "
+        "table after that), then the three sensors in the "
         "daemon's order. The first round's import runs never reach Dagster; the round after the launch grace takes "
         "their marks back. `python -m bench.cold` runs it.",
         "",
@@ -120,7 +121,8 @@ def cold_lines(colds: list[dict], when: str) -> list[str]:
         most, _ = tick_targets(cold["campaigns"])
         slowest = max(cold["ticks"], key=lambda tick: tick["seconds"])
         lines += [
-            f"**{cold['campaigns']:,} campaigns, by {cold['by']}** (onboarding {cold['onboarding_s']:,.1f} s): slowest "
+            f"**{cold['campaigns']:,} campaigns, by {cold['by']}**, measured {cold['measured_at']} (onboarding "
+            f"{cold['onboarding_s']:,.1f} s): slowest "
             f"tick {slowest['seconds']:.2f} s, the {slowest['sensor']} sensor's in round {slowest['round']} "
             f"(target: every tick under {most:g} s, {'met' if slowest['seconds'] < most else 'missed'}).",
             "",
