@@ -79,7 +79,8 @@ class _PostgresTransaction(Transaction):
     @contextlib.contextmanager
     def written_order(self) -> Iterator[None]:
         # The planner keeps explicit JOINs and subqueries where they are written: a fence (OFFSET 0) kept only its
-        # subquery, and a guess of 71 active campaigns of 10,000 still drove a loop over every moving pair.
+        # subquery, and a guess of 71 active campaigns of 10,000 still drove a loop over every moving pair. SET LOCAL
+        # ends with the transaction: a statement that fails here leaves nothing set for the next.
         self.run(_WRITTEN_ORDER.format(limit=1))
         yield
         self.run(_WRITTEN_ORDER.format(limit=_COLLAPSE_LIMIT))

@@ -10,13 +10,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
-import numpy as np
 import pytest
 import time_machine
 
+from bench.soak import fleet
 from nakodo_dagster.assets.coverage import places_coverage_sensor
-from nakodo_dagster.overture.sample import TAXONOMY
-from nakodo_dagster.placement import LAUNCH_GRACE_MINUTES, PointLocation, Targeting
+from nakodo_dagster.placement import LAUNCH_GRACE_MINUTES
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.import_sensor import import_sensor
 from nakodo_dagster.sensors.search_sensor import search_sensor
@@ -26,23 +25,12 @@ pytestmark = pytest.mark.postgres
 
 CAMPAIGNS = 3_000
 SENSORS = (import_sensor, search_sensor, places_coverage_sensor)
-# What a plan may loop over: an index looked up by the outer row's key, or a relation of a row or two.
+# Statements EXPLAIN takes, beside CREATE TEMP TABLE ... AS.
 _EXPLAINABLE = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"}
 # Nodes that hand on their one child's rows: a LATERAL subquery behind its fence (OFFSET 0), a cache of them.
 _WRAPPERS = {"Materialize", "Memoize", "Subquery Scan", "Limit"}
+# What a plan may loop over: an index looked up by the outer row's key, or a relation of a row or two.
 _LOOKUPS = {"Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Result", "Function Scan"}
-
-
-def _fleet(count: int) -> list[Targeting]:
-    rng = np.random.default_rng(0)
-    names = [c.primary for c in TAXONOMY[:20]]
-    return [
-        Targeting(
-            (PointLocation(float(rng.uniform(-50, 65)), float(rng.uniform(-180, 180)), 200),),
-            tuple(sorted(rng.choice(names, size=5, replace=False).tolist())),
-        )
-        for _ in range(count)
-    ]
 
 
 @contextmanager
@@ -114,7 +102,7 @@ def cold_store(postgres_url: str) -> str:
     store = open_store(postgres_url)
     store.migrate()
     account = store.add_account("agency", "unlimited")
-    store.add_campaigns([NewCampaign(f"campaign {i}", account, t) for i, t in enumerate(_fleet(CAMPAIGNS))])
+    store.add_campaigns([NewCampaign(f"campaign {i}", account, t) for i, t in enumerate(fleet(CAMPAIGNS, 0))])
     return postgres_url
 
 
