@@ -1,16 +1,17 @@
 """``python -m bench``: build a release shaped like Overture's, serve it from S3 on loopback behind a latency, and
-measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); the
-same at Overture's scale, millions of places, against a pyarrow dataset in turn (overture); a campaign's search over
-a million loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the
-search runs they ask for an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded
-default's instance and on a PostgreSQL one (daemon); a new account's wait for its first businesses behind another
-account's backlog (fleet); the three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on
-PostgreSQL and 1,000 on DuckDB, something changed before every tick (soak); the fleet through faults of its own
-machinery, the daemon killed and restarted, its code server killed, run workers killed, imports cancelled through
-the GraphQL API, campaigns paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's
-storage stopped, its object store throttling, resetting and stalling, the release's files cut short, a new release
-published (faults: ``python -m bench.faults`` alone, with a seed to replay); a new release read with its GERS
-changelog and without it, block runs and bytes side by side (changelog).
+measure this project's import against the naive DuckDB query and a pyarrow dataset, side by side (readers); the same at
+Overture's scale, millions of places, against a pyarrow dataset in turn (overture); a campaign's search over a million
+loaded places on both backends (search); both sensors' ticks at 100 to 10,000 campaigns and the search runs they ask for
+an hour (policy); block import runs an hour through a real dagster-daemon, on the embedded default's instance and on a
+PostgreSQL one (daemon); a new account's wait for its first businesses behind another account's backlog (fleet); the
+three sensors in the daemon's order over a simulated day of a 10,000-campaign fleet on PostgreSQL and 1,000 on DuckDB,
+something changed before every tick (soak); the same fleet imported with `nakodo campaign import` into a PostgreSQL
+store never analyzed, its first import runs lost (cold); the fleet through faults of its own machinery, the daemon
+killed and restarted, its code server killed, run workers killed, imports cancelled through the GraphQL API, campaigns
+paused, accounts moved to a smaller plan, the PostgreSQL holding its store and Dagster's storage stopped, its object
+store throttling, resetting and stalling, the release's files cut short, a new release published (faults: ``python -m
+bench.faults`` alone, with a seed to replay); a new release read with its GERS changelog and without it, block runs and
+bytes side by side (changelog).
 ``--only policy,search,daemon`` skips the readers' twenty minutes; figures of parts not run are kept."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from bench.changelog import measure_changelog
+from bench.cold import measure_cold
 from bench.daemon import measure_daemon
 from bench.faults import measure_faults
 from bench.fleet import measure_fleet
@@ -131,7 +133,7 @@ def served(local_root: Path, latency_ms: float, bandwidth_mbps: float | None) ->
         yield root, proxy
 
 
-PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "faults", "changelog")
+PARTS = ("readers", "overture", "search", "policy", "daemon", "fleet", "soak", "cold", "faults", "changelog")
 # The sections of results.json each part writes; a part not run keeps the figures it wrote last time.
 SECTIONS = {
     "readers": ("index_build", "cases"),
@@ -141,6 +143,7 @@ SECTIONS = {
     "daemon": ("daemon", "daemon_postgres", "daemon_dagster_launcher"),
     "fleet": ("fleet",),
     "soak": ("soak",),
+    "cold": ("cold",),
     "faults": ("faults",),
     "changelog": ("changelog",),
 }
@@ -321,6 +324,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--duckdb-soak-rounds", type=int, default=5, help="rounds per phase at most of the DuckDB soak (5; 0: all)"
     )
+    parser.add_argument(
+        "--cold-campaigns", type=int, default=10_000, help="the cold onboarding's fleet on PostgreSQL (10,000)"
+    )
     parser.add_argument("--faults-seed", type=int, default=40, help="seed of the fault soak's schedule (default 40)")
     parser.add_argument("--faults-campaigns", type=int, default=300, help="campaigns of the fault soak (default 300)")
     parser.add_argument("--faults-accounts", type=int, default=6, help="accounts of the fault soak (default 6)")
@@ -401,6 +407,9 @@ def measure_part(part: str, args: argparse.Namespace, work: Path, local_root: Pa
             print(f"soak: {campaigns:,} campaigns on {backend}, the sensors in the daemon's order ...", flush=True)
             soaks.append(measure_soak(backend, args.postgres, work, campaigns, max_rounds=rounds))
         return {"soak": soaks}
+    if part == "cold":
+        print(f"cold onboarding: {args.cold_campaigns:,} campaigns into a store never analyzed ...", flush=True)
+        return {"cold": [measure_cold(args.postgres, work, args.cold_campaigns, "import")]}
     if part == "faults":
         print(
             f"fault soak: {args.faults_campaigns} campaigns over {args.faults_accounts} accounts, {args.faults_count} "
@@ -466,6 +475,7 @@ def _parameters(args: argparse.Namespace, part: str) -> dict:
         },
         "daemon": {"daemon_runs": args.daemon_runs},
         "fleet": {"fleet_blocks": args.fleet_blocks, "fleet_blocks_per_campaign": args.fleet_blocks_per_campaign},
+        "cold": {"cold_campaigns": args.cold_campaigns},
         "soak": {
             "soak_campaigns": args.soak_campaigns,
             "duckdb_soak_campaigns": args.duckdb_soak_campaigns,

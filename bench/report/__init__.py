@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.report import changelog, daemon, faults, fleet, overture, policy, readers, search, soak
+from bench.report import changelog, cold, daemon, faults, fleet, overture, policy, readers, search, soak
 from bench.report.common import GlanceRow, verdict
 
 # The summary's keys and the glance's rows keep the order results.json and results.md have always had, which is not
@@ -29,6 +29,7 @@ SECTIONS = (
     daemon.sections,
     fleet.sections,
     soak.sections,
+    cold.sections,
     faults.sections,
     changelog.sections,
 )

@@ -64,7 +64,8 @@ FORGET_RELINED_PAIRS = "DELETE FROM line_pairs WHERE block IN (SELECT block FROM
 # a 10,000-campaign fleet to find those of 7 blocks (0.35 s) when its statistics of campaigns were stale, and
 # place_imports whole once per block when its statistics were those of a cold start; looked up pair by pair, the
 # marks of 250 blocks took 0.24 s against 0.16 s. The statements below that are driven by a temp table of what
-# changed are written the same way.
+# changed are written the same way, and run with their joins in the written order (Transaction.written_order):
+# else a table the planner guessed small is joined inside the loop, once per row.
 CREATE_RELINED_NEEDED = f"""
 CREATE TEMP TABLE relined_needed AS
 WITH needed AS (
@@ -298,10 +299,11 @@ def reline(tx: Transaction, at: dict[str, Any]) -> int:
     tx.run(CREATE_RELINED_BLOCKS)
     tx.analyze("relined_blocks")
     tx.run(FORGET_RELINED_DEMAND)
-    tx.run(KEEP_WHOLE_BLOCKS_DEMAND)
     [(partial,)] = tx.rows(PARTIAL_BLOCKS)
-    if partial:
-        tx.run(KEEP_PARTIAL_BLOCKS_DEMAND)
+    with tx.written_order():
+        tx.run(KEEP_WHOLE_BLOCKS_DEMAND)
+        if partial:
+            tx.run(KEEP_PARTIAL_BLOCKS_DEMAND)
     tx.run(FORGET_RELINED_PAIRS)
     tx.run(KEEP_RELINED_PAIRS)
     tx.run(LEAVE_RELINED)
@@ -336,14 +338,17 @@ def reserve(tx: Transaction, now: datetime, max_runs: int, campaigns: dict[str, 
     [(coming_pairs,)] = tx.rows(COMING_PAIRS, **at)
     [(paused_for_plan,)] = tx.rows(PAUSED_FOR_PLAN, **campaigns)
     tx.run(admit_from(line), max_runs=max_runs)
+    tx.analyze("admitted_blocks")
     order = tx.rows(ADMITTED_ORDER)
     if not order:
         reserved = []
     elif keep_line:
-        reserved = tx.rows(RESERVE_ADMITTED_NEEDED, **at, stamp=now, force=False)
+        with tx.written_order():
+            reserved = tx.rows(RESERVE_ADMITTED_NEEDED, **at, stamp=now, force=False)
     else:
         reserved = tx.rows(RESERVE_ADMITTED, **at, **campaigns, stamp=now, force=False)
-    served = tx.rows(SERVED_CAMPAIGNS, stamp=now, names=SERVED_NAMES) if reserved else []
+    with tx.written_order():
+        served = tx.rows(SERVED_CAMPAIGNS, stamp=now, names=SERVED_NAMES) if reserved else []
     if keep_line and relook:
         tx.run(FORGET_LINE)
         tx.run(KEEP_LINE)

@@ -247,7 +247,10 @@ def recount(tx: Transaction, now: datetime) -> Recount:
         f"{name}_{edge}": moment for edge, edges in (("start", starts), ("end", ends)) for name, moment in edges.items()
     }
     tx.run(CREATE_RECOUNT, **ranges)
-    tx.run(CREATE_RESTATED, **rule(now))
+    # Its size known: after a take-back or a release aging, it holds tens of thousands of pairs, not a page's guess.
+    tx.analyze("recount")
+    with tx.written_order():
+        tx.run(CREATE_RESTATED, **rule(now))
     tx.analyze("restated")
     tx.run(MOVE_COVERAGE_COUNTS)
     tx.run(NOTE_EVERY_LINE_DUE if from_scratch else NOTE_RESTATED_LINE_DUE, now=now)

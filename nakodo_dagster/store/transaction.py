@@ -7,10 +7,11 @@ supplies a short transaction (``Store._transact``), the placeholder style and a 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -52,6 +53,13 @@ class Transaction(ABC):
     @abstractmethod
     def load_incoming_places(self, places: pa.Table) -> None:
         """Bulk-load normalised rows (``imports.INCOMING_COLUMNS``, in order) into the temp table incoming_places."""
+
+    @contextlib.contextmanager
+    def written_order(self) -> Iterator[None]:
+        """The statements run meanwhile join their tables in the order they are written: for statements driven by
+        a temp table of what changed (analyzed), whose other tables' statistics may be missing or stale, so that a
+        wrong guess of those tables' rows cannot make one of them the driver of a loop."""
+        yield
 
     @abstractmethod
     def analyze(self, *tables: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from nakodo_dagster import tags
 from nakodo_dagster.headless import register_partitions
-from nakodo_dagster.jobs.import_places import import_payload, import_places
+from nakodo_dagster.jobs.import_places import import_payload, import_places, import_run_config
 from nakodo_dagster.placement import (
     LAUNCH_GRACE_MINUTES,
     REQUESTED,
@@ -22,6 +22,7 @@ from nakodo_dagster.placement import (
 )
 from nakodo_dagster.sensors import import_sensor as import_sensor_module
 from nakodo_dagster.sensors.import_sensor import ImportCursor, import_sensor, request_import_runs
+from nakodo_dagster.store import Reservation
 from nakodo_dagster.words import plural
 
 LEEDS = Targeting((PointLocation(53.7997, -1.5492, 25),), ("cafe", "pub"))
@@ -264,3 +265,80 @@ def test_marks_that_cannot_be_taken_back_are_marked_failed_with_why(instance, re
     [progress] = store.search_progress(datetime.now(UTC), [leeds])
     assert (progress.coming, progress.failed) == (0, progress.areas - progress.missing)
     assert progress.failed > 0
+
+
+def _counting_queries(instance: dg.DagsterInstance, monkeypatch) -> list[str]:
+    """The run-storage queries made on ``instance`` from now on, by method."""
+    made: list[str] = []
+    for name in ("get_run_records", "get_runs", "get_runs_count", "get_run_ids"):
+        original = getattr(instance, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            made.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(instance, name, counted)
+    return made
+
+
+# Points whose 200 km circles reach blocks enough for a run each of several reservations.
+_FAR_APART = tuple(PointLocation(lat, lng, 200) for lat, lng in ((53.8, -1.55), (48.85, 2.35), (40.4, -3.7)))
+
+
+def _unlaunched(store, count: int) -> list[Reservation]:
+    """``count`` reservations of one run each, a minute apart, whose runs never reach Dagster."""
+    start = datetime.now(UTC) + timedelta(minutes=2)
+    reservations = [store.reserve_missing(start + timedelta(minutes=minute), 1) for minute in range(count)]
+    assert all(len(reservation.runs) == 1 for reservation in reservations)
+    return reservations
+
+
+def test_a_take_back_costs_a_few_instance_queries_however_many_stamps_and_pairs(instance, resources, monkeypatch):
+    store = resources["store"].store
+    store.add_campaign("North", Targeting(_FAR_APART, ("cafe", "pub", "bakery")))
+    reservations = _unlaunched(store, 6)
+    stamps = [reservation.stamp for reservation in reservations]
+    # One stamp's run did reach Dagster: its marks stay.
+    launched = store.marks_stamped(stamps[2])
+    instance.create_run_for_job(
+        import_places,
+        run_config=import_run_config(reservations[2].runs[0]).to_config_dict(),
+        tags={tags.STAMP: tags.stamp_tag(stamps[2])},
+    )
+    pairs = sum(len(store.marks_stamped(stamp)) for stamp in stamps)
+    later = stamps[-1] + timedelta(minutes=LAUNCH_GRACE_MINUTES + 1)
+    queries = _counting_queries(instance, monkeypatch)
+
+    confirmed = import_sensor_module.take_back_unlaunched(instance, store, set(), later, logging.getLogger("test"))
+
+    assert pairs > 100
+    # The stamps' tag under its two keys, and the queued or running runs' partitions: not one per stamp or pair.
+    assert len(queries) <= 3
+    assert confirmed == {tags.stamp_tag(stamps[2])}
+    assert list(store.marks_awaiting_run(later)) == [stamps[2]]
+    assert sorted(store.marks_stamped(stamps[2])) == sorted(launched)
+
+
+def test_a_tick_with_much_to_take_back_does_part_and_says_so(instance, resources, monkeypatch, caplog):
+    store = resources["store"].store
+    store.add_campaign("North", Targeting(_FAR_APART, ("cafe", "pub")))
+    stamps = [reservation.stamp for reservation in _unlaunched(store, 4)]
+    later = stamps[-1] + timedelta(minutes=LAUNCH_GRACE_MINUTES + 1)
+    # No time at all: each tick takes back the oldest stamp's marks and leaves the rest.
+    monkeypatch.setattr(import_sensor_module, "TAKE_BACK_SECONDS", 0.0)
+    queries = _counting_queries(instance, monkeypatch)
+    log = logging.getLogger("test")
+
+    left, said = [], []
+    for _ in stamps:
+        queries.clear()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            import_sensor_module.take_back_unlaunched(instance, store, set(), later, log)
+        assert len(queries) <= 3
+        left.append(list(store.marks_awaiting_run(later)))
+        said.append(caplog.text)
+
+    assert left == [stamps[1:], stamps[2:], stamps[3:], []]
+    assert "The marks of 3 more ticks whose runs never reached Dagster are taken back at the next tick" in said[0]
+    assert "more tick" not in said[-1]
