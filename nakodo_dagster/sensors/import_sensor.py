@@ -15,10 +15,10 @@ import dagster as dg
 
 from nakodo_dagster import tags
 from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
-from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.imports.events import roll_out_observation
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
+from nakodo_dagster.overture.faults import first_line
 from nakodo_dagster.pacing import BACKLOG_PRIORITY, FIRST_BLOCK_PRIORITY, admitted_runs, import_pace
 from nakodo_dagster.partitions import AREA, CATEGORY, new_partitions_request, places_partition
 from nakodo_dagster.placement import IMPORT_HOURS, LAUNCH_GRACE_MINUTES, ImportRun, block_key, parse_area_key
@@ -290,9 +290,11 @@ def announce_release(
     state.release_looked_at = now
     try:
         release = overture.current_release()
-    except InvalidInput as error:
-        # The tick's reservation says so, and takes its marks back, if it needs the release; nothing to announce.
-        log.warning(f"No release to announce: {error}")
+    except Exception as error:
+        # No release under the root, or the object store failing to list it: the tick's reservation says so, and
+        # takes its marks back, if it needs the release. A look that fails is only a look, tried again at the next;
+        # raised, it would fail ticks that need nothing from the root.
+        log.warning(f"No release to announce: {first_line(error)}")
         return []
     if release == state.release:
         return []
