@@ -157,27 +157,33 @@ def inject_fault(
     if kind == "plan_downgraded":
         return _downgrade(store, plans)
     wanted = dg.DagsterRunStatus.QUEUED if kind == "cancelled_queued" else dg.DagsterRunStatus.STARTED
-    with contextlib.suppress(RuntimeError):
-        wait_for(f"an import run {wanted.value}", IN_FLIGHT_SECONDS, lambda: import_runs(instance, [wanted]), fleet)
-    runs = import_runs(instance, [wanted])
-    if kind == "worker_killed":
-        runs = [run for run in runs if tags.RUN_WORKER_PID in run.tags]
-    if not runs:
-        return None
-    run = rng.choice(runs)
-    if kind == "worker_killed":
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(run.tags[tags.RUN_WORKER_PID]), signal.SIGKILL)
-    else:
-        # Through Dagster's GraphQL API, as the UI's Terminate button or a script does: the webserver's terminateRun
-        # cancels a queued run in the queue and asks a running one's launcher to stop it.
-        assert fleet.api is not None
-        try:
-            fleet.api.terminate_run(run.run_id)
-        except DagsterGraphQLClientError:
-            # It ended between being picked and the call: nothing was cancelled.
-            return None
-    return Fault(kind, time.time(), run_id=run.run_id, pairs=run_pairs(run))
+
+    def targets() -> list[dg.DagsterRun]:
+        runs = import_runs(instance, [wanted])
+        return [run for run in runs if tags.RUN_WORKER_PID in run.tags] if kind == "worker_killed" else runs
+
+    # On a quiet machine an import may end between being picked and being hit: another is looked for, until the
+    # window closes.
+    deadline = time.monotonic() + IN_FLIGHT_SECONDS
+    while (left := deadline - time.monotonic()) > 0:
+        with contextlib.suppress(RuntimeError):
+            wait_for(f"an import run {wanted.value}", left, targets, fleet)
+        if not (runs := targets()):
+            continue
+        run = rng.choice(runs)
+        if kind == "worker_killed":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(run.tags[tags.RUN_WORKER_PID]), signal.SIGKILL)
+        else:
+            # Through Dagster's GraphQL API, as the UI's Terminate button or a script does: the webserver's
+            # terminateRun cancels a queued run in the queue and asks a running one's launcher to stop it.
+            assert fleet.api is not None
+            try:
+                fleet.api.terminate_run(run.run_id)
+            except DagsterGraphQLClientError:
+                continue
+        return Fault(kind, time.time(), run_id=run.run_id, pairs=run_pairs(run))
+    return None
 
 
 def _downgrade(store: Store, plans: dict[int, str]) -> Fault | None:
