@@ -2,7 +2,12 @@
 fetches a run's row groups and decodes them as they land.
 
 Files are read through obstore (Rust's object_store): range GETs from one event loop, a local folder through
-the same calls. Not through DuckDB: DuckDB cannot read a byte range; nor pyarrow's S3 filesystem, which sends a
+the same calls. Each request is obstore's blocking call on a thread of ``_REQUEST_THREADS``, not its coroutine: a
+coroutine ends on a thread of obstore's runtime, which then calls into Python to wake the loop, and one still doing
+so as the interpreter exits aborts the process (Python ends a thread that asks for the GIL while finalizing; the
+Rust frames it unwinds through cannot be unwound). Python joins its own threads before finalizing.
+
+Not through DuckDB: DuckDB cannot read a byte range; nor pyarrow's S3 filesystem, which sends a
 HEAD per file first (a round trip per file, refused where a bucket policy grants anonymous readers only
 s3:GetObject, as the loopback server does). The endpoint, region and anonymous-unless-credentials rule are
 ``duck.s3_settings``', the one DuckDB's secret is made from, so both clients always agree; with credentials,
@@ -41,6 +46,8 @@ from nakodo_dagster.overture.duck import is_s3, s3_settings
 # Latency, not bandwidth, bounds a run over HTTP: enough requests in flight at once (each on a connection of its
 # own) that a block's requests go out in a round or two. S3 serves thousands of GETs a second per prefix.
 FETCH_WORKERS = 128
+# Shared by every read in the process and started as needed; each waits in obstore with the GIL released.
+_REQUEST_THREADS = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="release-request")
 # Footers are decoded and files' row groups decoded on threads while the requests are out.
 DECODE_WORKERS = 4
 # Row groups decoded at once as their pieces land: enough that a call's own cost is small beside the decoding.
@@ -78,7 +85,7 @@ class FetchStats:
 class Objects:
     """A root's files read by byte range through obstore: a local folder, or an S3 bucket as the environment says.
 
-    Every read is a coroutine of the caller's event loop; at most FETCH_WORKERS are in flight at once.
+    Every read is a coroutine of the caller's event loop; at most FETCH_WORKERS are in flight at once in a process.
     """
 
     def __init__(self, root: str) -> None:
@@ -91,23 +98,17 @@ class Objects:
             self.prefix = ""
             self.store = LocalStore()
         self.stats = FetchStats(requests=0 if self.prefix else None)
-        self.slots = asyncio.Semaphore(FETCH_WORKERS)
 
     async def tail(self, path: str, length: int) -> tuple[bytes, int, str]:
         """The last ``length`` bytes of a file (all of a shorter one), its size and its version (ETag)."""
-        async with self.slots:
-            result = await obstore.get_async(
-                self.store, path.removeprefix(self.prefix), options={"range": {"suffix": length}}
-            )
-            data = await result.bytes_async()
+        meta, data = await self._get(path, {"range": {"suffix": length}})
         self.stats.add(len(data))
-        return bytes(data), result.meta["size"], result.meta["e_tag"] or ""
+        return bytes(data), meta["size"], meta["e_tag"] or ""
 
     async def modified(self, path: str) -> dt.datetime | None:
         """When the file was last written (whole seconds on S3), or None if it is gone."""
         try:
-            async with self.slots:
-                meta = await obstore.head_async(self.store, path.removeprefix(self.prefix))
+            meta = await _requested(obstore.head, self.store, path.removeprefix(self.prefix))
         except (FileNotFoundError, NotFoundError):
             return None
         self.stats.add(0)
@@ -115,8 +116,7 @@ class Objects:
 
     async def files(self, folder: str, suffix: str) -> list[str]:
         """The files directly in a folder whose names end with ``suffix``, sorted, named as DuckDB's glob names them."""
-        async with self.slots:
-            listed = await obstore.list_with_delimiter_async(self.store, folder.removeprefix(self.prefix) + "/")
+        listed = await _requested(obstore.list_with_delimiter, self.store, folder.removeprefix(self.prefix) + "/")
         self.stats.add(0)
         return sorted(self.prefix + item["path"] for item in listed["objects"] if item["path"].endswith(suffix))
 
@@ -132,15 +132,27 @@ class Objects:
         if version:
             options["if_match"] = version
         try:
-            async with self.slots:
-                result = await obstore.get_async(self.store, path.removeprefix(self.prefix), options=options)
-                data = memoryview(await result.bytes_async())
+            _, data = await self._get(path, options)
         except (FileNotFoundError, NotFoundError, PreconditionError) as exc:
             raise StaleIndex(f"{path} changed or is gone since the index was built: {exc}", path) from exc
         if len(data) != length:
             raise OSError(f"reading {length} bytes at {offset} of {path}: got {len(data)}")
         self.stats.add(len(data))
         return data
+
+    async def _get(self, path: str, options: dict[str, Any]) -> tuple[Mapping[str, Any], memoryview]:
+        """A GET's object metadata and body."""
+
+        def get() -> tuple[Mapping[str, Any], memoryview]:
+            result = obstore.get(self.store, path.removeprefix(self.prefix), options=options)
+            return result.meta, memoryview(result.bytes())
+
+        return await _requested(get)
+
+
+async def _requested(request: Callable[..., T], *args: Any) -> T:
+    """A blocking obstore call's result, awaited on the running loop while it runs on ``_REQUEST_THREADS``."""
+    return await asyncio.get_running_loop().run_in_executor(_REQUEST_THREADS, request, *args)
 
 
 def s3_store(bucket: str, environ: Mapping[str, str]) -> S3Store:
