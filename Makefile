@@ -41,11 +41,13 @@ run: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	@echo "Dagster UI on http://127.0.0.1:$(PORT) (import_sensor, search_sensor: imports two at a time, then searches); Ctrl-C stops everything."
 	@PYTHONWARNINGS='ignore:Function `dev_command` is superseded:FutureWarning' exec $(BIN)/python -m nakodo_dagster.interruptible $(BIN)/dagster dev -w workspace.yaml -p $(PORT) --log-level warning
 
+# One pytest worker a core, each taking the other's queued tests when it runs dry (whole files per worker left one
+# worker alone on the slowest files for the last minutes).
 test: $(BIN)/.installed $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ruff check nakodo_dagster tests bench scripts
 	$(BIN)/ruff format --check nakodo_dagster tests bench scripts
 	$(DG) check defs
-	$(BIN)/pytest -n auto --dist loadfile -m "not faults and not long"
+	$(BIN)/pytest -n auto --dist worksteal -m "not faults and not long"
 
 # The tests that start a daemon, a fleet or a soak of their own, and those that inject faults: minutes each, so one
 # at a time. CI runs both targets.
