@@ -31,6 +31,8 @@ class StoreResource(dg.ConfigurableResource):
     @contextmanager
     def held(self) -> Iterator[Store]:
         """The store for one sensor tick: a DuckDB file opened once for the tick's calls, its schema checked in the
-        same visit, and let go when the tick ends (``Store.held``)."""
+        same visit, and let go when the tick ends (``Store.held``); the planner's statistics of tables written to
+        since they were last analyzed are brought up to date first (``Store.keep_statistics``)."""
         with open_store(self.database).held():
+            self.store.keep_statistics()
             yield self.store

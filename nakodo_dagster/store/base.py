@@ -362,6 +362,12 @@ class Store(ABC):
             lambda tx: campaigns.add_many(tx, new, now or datetime.now(UTC), check_only=check_only, written=written)
         )
 
+    def keep_statistics(self) -> list[str]:
+        """Analyze the store's tables written to by more than autovacuum's rule allows since they were last analyzed,
+        and return their names: a tick planned over a table never analyzed took minutes instead of seconds, and
+        autovacuum may be off or not come round before the next tick. Every sensor tick starts with it."""
+        return []
+
     def refresh_campaign_statistics(self) -> None:
         """Bring the planner's statistics of the tables campaigns are written into up to date, after many campaigns
         were written at once: a tick planned on an empty table's statistics can take minutes instead of seconds."""

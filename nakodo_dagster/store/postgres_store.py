@@ -64,6 +64,19 @@ _COLLAPSE_LIMIT = 8
 _ANALYZE_SCALE_FACTOR = 0.1
 _ANALYZE_THRESHOLD = 50
 
+# The store's own tables (not another session's temp tables) that autovacuum's rule says to analyze: rows written
+# since the last ANALYZE, by anyone, beyond the threshold and the share of the rows then (-1: never analyzed).
+_OUTGROWN_STATISTICS = f"""
+SELECT stats.relname
+FROM pg_stat_user_tables AS stats
+JOIN pg_class ON pg_class.oid = stats.relid
+WHERE stats.schemaname = current_schema()
+  AND stats.n_mod_since_analyze > {_ANALYZE_THRESHOLD} + {_ANALYZE_SCALE_FACTOR} * greatest(pg_class.reltuples, 0)
+ORDER BY stats.relname
+"""
+# Table names as the catalog gives the store's own: lower case, so they need no quoting.
+_PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
 
 class _PostgresTransaction(Transaction):
     def _translate(self, statement: str) -> str:
@@ -178,6 +191,16 @@ class PostgresStore(Store):
             raise
         finally:
             connection.close()
+
+    def keep_statistics(self) -> list[str]:
+        def analyze_outgrown(tx: Transaction) -> list[str]:
+            tables = [name for (name,) in tx.rows(_OUTGROWN_STATISTICS) if _PLAIN_NAME.fullmatch(name)]
+            if tables:
+                # SKIP_LOCKED: a table autovacuum, or another sensor's tick, is analyzing is left to it.
+                tx.run(f"ANALYZE (SKIP_LOCKED) {', '.join(tables)}")
+            return tables
+
+        return self._transact(analyze_outgrown)
 
     def _insert_found(self, tx: Transaction, statement: Callable[..., str], params: dict[str, Any], fills: bool) -> int:
         """A first search (``fills``) on ``_SEARCH_CONNECTIONS`` connections at once, ``tx``'s one of them: every
