@@ -7,28 +7,41 @@ written; a failure that is not the input's fault (a failed import run, an unreac
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from nakodo_dagster.cli import accounts, campaigns, imports, instance, overture, samples, sync
 from nakodo_dagster.cli.shared import NakodoGroup
 
 __all__ = ["main"]
 
+# Each command's module is imported when the command is run (or help lists it): a campaign's command then loads
+# neither Dagster nor geopandas, seconds of a short command's start.
+_COMMANDS = {
+    "account": "accounts:account",
+    "campaign": "campaigns:campaign",
+    "dagster-home": "instance:dagster_home",
+    "demo": "samples:demo",
+    "imports": "imports:imports",
+    "overture": "overture:overture",
+    "results": "campaigns:results",
+    "sample-release": "samples:sample_release",
+    "sync": "sync:sync",
+}
 
-@click.group(
-    cls=NakodoGroup,
-    commands=[
-        campaigns.campaign,
-        campaigns.results,
-        accounts.account,
-        sync.sync,
-        imports.imports,
-        overture.overture,
-        samples.sample_release,
-        samples.demo,
-        instance.dagster_home,
-    ],
-)
+
+class _CommandsOnDemand(NakodoGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS:
+            return None
+        module, name = _COMMANDS[cmd_name].split(":")
+        return getattr(importlib.import_module(f"nakodo_dagster.cli.{module}"), name)
+
+
+@click.group(cls=_CommandsOnDemand)
 def main() -> None:
     """Business listings from Overture Maps for outreach campaigns.
 

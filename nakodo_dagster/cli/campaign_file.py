@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-import geopandas as gpd
 import pyarrow as pa
 from shapely.geometry import Point
 
@@ -305,6 +304,9 @@ def _geojson_rows(path: Path) -> list[Row]:
 
 
 def _geoparquet_rows(path: Path) -> list[Row]:
+    # Here, not at the top: geopandas and pandas take most of a second to import, which every other command would pay.
+    import geopandas as gpd
+
     try:
         frame = gpd.read_parquet(path)
     except (ValueError, pa.ArrowException) as exc:

@@ -14,7 +14,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from dagster_duckdb import DuckDBResource
 
 from nakodo_dagster.duckdb_connection import closing
 from nakodo_dagster.store.base import Store, store_identity
@@ -77,14 +76,13 @@ def _held() -> dict[Path, duckdb.DuckDBPyConnection]:
 
 class DuckDBStore(Store):
     """A DuckDB file opened for each call, or a block of them (``held``), and closed after it, so that the sensors,
-    the runs and the UI share it.
-
-    ``duckdb`` is the file as dagster-duckdb describes it, its path and connection settings: the kind of resource
-    a user's own asset takes to read ``places`` (README, "Your own assets on the DuckDB store").
+    the runs and the UI share it. A user's own asset reads ``places`` from the same file through dagster-duckdb's
+    ``DuckDBResource`` (docs/configuration.md); the store opens the file itself (``_connect`` says why), which also
+    keeps Dagster out of a command that needs only the store.
     """
 
     def __init__(self, path: str | Path, *, lock_timeout: float = 60.0) -> None:
-        self.duckdb = DuckDBResource(database=str(path), connection_config=_CONNECTION_CONFIG)
+        self._database = str(path)
         self.lock_timeout = lock_timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._key = self.path.resolve()
@@ -92,10 +90,10 @@ class DuckDBStore(Store):
 
     @property
     def path(self) -> Path:
-        return Path(self.duckdb.database)
+        return Path(self._database)
 
     def __repr__(self) -> str:
-        return f"DuckDBStore({self.duckdb.database!r})"
+        return f"DuckDBStore({self._database!r})"
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -161,7 +159,7 @@ class DuckDBStore(Store):
             pause = min(pause * 2, _LONGEST_PAUSE_S)
 
     def _connect(self, database: Path) -> duckdb.DuckDBPyConnection:
-        """One attempt at opening ``database`` with the resource's settings; a locked file raises at once.
+        """One attempt at opening ``database`` with the store's settings; a locked file raises at once.
 
         Not ``DuckDBResource.get_connection``: it retries a failed open ten times, pausing 0.1 s and doubling,
         about 100 s in all whatever ``lock_timeout`` says (a caller allowing 0.5 s would wait 100), and on any
@@ -169,7 +167,7 @@ class DuckDBStore(Store):
         lock open when the block raises, until the exception is freed. ``_transact`` waits on the lock instead,
         up to ``lock_timeout``, and the ``with`` in ``_transact`` closes the file whatever happens.
         """
-        return duckdb.connect(str(database), config=self.duckdb.connection_config)
+        return duckdb.connect(str(database), config=_CONNECTION_CONFIG)
 
     def _create_file(self) -> None:
         # DuckDB writes a new file's header only after creating it, and a process opening the file meanwhile is

@@ -44,6 +44,15 @@ def invoke(*args: str, expect: int = 0):
     return result
 
 
+def test_every_listed_command_answers_to_its_name():
+    listed = [line.split()[0] for line in invoke("--help").output.partition("Commands:")[2].strip().splitlines()]
+
+    assert len(listed) == 9
+    for name in listed:
+        assert invoke(name, "--help").output.startswith(f"Usage: main {name} "), name
+    assert "No such command 'campain'" in invoke("campain", expect=2).output
+
+
 def record(store: Store, pairs: list[tuple[str, str]], at: datetime, places: list[dict] = ()) -> None:
     """An import of these pairs landed at ``at`` with these places."""
     areas = tuple(sorted({a for a, _ in pairs}))
