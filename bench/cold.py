@@ -3,7 +3,8 @@ pass), the soak's fleet added in one go, then the code location's sensors in the
 coverage, then again). One round of the import sensor's runs never reaches Dagster: the next import tick, past the
 launch grace, takes them all back (a daemon restarted between a tick and its launches).
 
-``--by add`` adds the campaigns with the store's add_campaigns and takes no statistics at all (the worst case);
+``--by add`` adds the campaigns with the store's add_campaigns and takes no statistics (the worst case: the first
+sensor tick takes them, ``Store.keep_statistics``);
 ``--by import`` runs ``nakodo campaign import`` as an agency moving in does (the campaign tables analyzed after).
 ``python -m bench.cold`` prints every tick's seconds and slowest statement as JSON.
 """
@@ -112,9 +113,9 @@ def cold_lines(colds: list[dict], when: str) -> list[str]:
         "A new PostgreSQL store (autovacuum off, no table ever analyzed), the soak's fleet (200 km campaigns of 5 "
         "categories in accounts of 100) imported with `nakodo campaign import` (which analyzes the campaigns' tables "
         "afterwards; `--by add` adds them with the store alone and analyzes nothing, `--by analyzed` analyzes every "
-        "table after that), then the three sensors in the "
-        "daemon's order. The first round's import runs never reach Dagster; the round after the launch grace takes "
-        "their marks back. `python -m bench.cold` runs it.",
+        "table after that), then the three sensors in the daemon's order, each of whose ticks first analyzes the "
+        "tables written to beyond autovacuum's rule since their last analysis. The first round's import runs never "
+        "reach Dagster; the round after the launch grace takes their marks back. `python -m bench.cold` runs it.",
         "",
     ]
     for cold in colds:
