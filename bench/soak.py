@@ -12,7 +12,8 @@ clock moves on by the sensors' interval.
 Phases: a cold start, a steady stretch while imports land, a burst of new campaigns with pauses, resumes and an
 account moved to a smaller plan, the next day's first searches, and a new release 35 days on, when every loaded
 pair is due again. On PostgreSQL, autovacuum is off for the store's tables and the planner's statistics are taken
-once, at the cold start, when no pair has been asked for: the statistics production can have at the worst moment.
+at the cold start, when no pair has been asked for; after that only the sensors' ticks take them, as they do for a
+table written to beyond autovacuum's rule (``Store.keep_statistics``).
 
 ``python -m bench.soak`` prints the figures as JSON; ``--campaigns 100000`` for the big fleet.
 """
@@ -406,8 +407,9 @@ def soak_lines(soaks: list[dict], when: str) -> list[str]:
         "pro); between rounds, import runs land their pairs at the measured pace (5 % fail), the searches asked for "
         "run, and the clock moves on by the sensors' 30 s. Phases: a cold start, imports landing, a burst of new "
         "campaigns with pauses, resumes and an account moved to a smaller plan, the next day, and a new release 35 "
-        "days on (every loaded pair due again). On PostgreSQL autovacuum is off and the statistics are those of the "
-        "cold start. `python -m bench.soak --campaigns 100000` runs the big fleet.",
+        "days on (every loaded pair due again). On PostgreSQL autovacuum is off: the statistics are the cold start's, "
+        "then what the ticks take of the tables they outgrew. `python -m bench.soak --campaigns 100000` runs the big "
+        "fleet.",
         "",
     ]
     for soak in soaks:
