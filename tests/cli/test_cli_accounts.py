@@ -7,9 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nakodo_dagster.cli import main
 from nakodo_dagster.store import open_store
 
 AT_LEEDS = ["--at", "53.75,-1.75", "--radius-km", "2", "--category", "cafe"]
@@ -22,13 +20,7 @@ def last_error(done) -> str:
     return done.stderr.splitlines()[-1]
 
 
-def invoke(*args: str, expect: int = 0):
-    result = CliRunner().invoke(main, list(args), prog_name="nakodo")
-    assert result.exit_code == expect, f"{args}: {result.exit_code}\n{result.output}\n{result.exception!r}"
-    return result
-
-
-def test_accounts_their_plans_and_their_refusals(nakodo, written):
+def test_accounts_their_plans_and_their_refusals(nakodo, nakodo_here, written):
     added = nakodo("account", "add", "--name", "Acme", "--plan", "starter").stdout.splitlines()
     assert added[0] == f"Account 'Acme' on {STARTER}"
     acme = added[-1]
@@ -64,8 +56,8 @@ def test_accounts_their_plans_and_their_refusals(nakodo, written):
     )
     assert lowered[:2] == [f"Account {acme} is on {FREE}", f"Paused campaign {ireland}: {reason}"]
     assert lowered[2].startswith(f"Paused campaign {leeds}: ")
-    assert f"Campaign {ireland} is paused: {reason}" in invoke("campaign", "list").stdout.splitlines()
-    shown = invoke("campaign", "show", ireland).stdout.splitlines()
+    assert f"Campaign {ireland} is paused: {reason}" in nakodo_here("campaign", "list").stdout.splitlines()
+    shown = nakodo_here("campaign", "show", ireland).stdout.splitlines()
     assert shown[1:3] == [f"status: paused: {reason}", f"account: Acme (id {acme}), plan free"]
 
     paid_only = (
@@ -73,14 +65,14 @@ def test_accounts_their_plans_and_their_refusals(nakodo, written):
         "`nakodo account set-plan ID PLAN` moves the account to one"
     )
     before = written()
-    assert last_error(invoke("campaign", "resume", ireland, expect=2)).startswith(paid_only)
+    assert last_error(nakodo_here("campaign", "resume", ireland, expect=2)).startswith(paid_only)
     refused = nakodo("campaign", "add", "--name", "Leeds again", *AT_LEEDS, "--account", acme, expect=2)
     assert last_error(refused).startswith(paid_only)
     assert written() == before
 
     # The default account, which commands that name none use, has no limits.
-    invoke("campaign", "add", "--name", "France", "--country", "FR", "--category", "cafe")
-    default = invoke("account", "show", "1").stdout.splitlines()
+    nakodo_here("campaign", "add", "--name", "France", "--country", "FR", "--category", "cafe")
+    default = nakodo_here("account", "show", "1").stdout.splitlines()
     assert default[1] == "plan unlimited (no limits)"
     assert default[3:6] == [
         "active campaigns: 1 (no limit)",
@@ -115,7 +107,7 @@ def test_a_plans_file_named_by_the_variable_replaces_the_plans(nakodo, tmp_path)
 
 
 @pytest.mark.parametrize("database_url", ["duckdb"], indirect=True)
-def test_unknown_plans_accounts_and_names_are_refused_and_nothing_written(environment, database_url):
+def test_unknown_plans_accounts_and_names_are_refused_and_nothing_written(nakodo_here, database_url):
     plans = "allowed: free, starter, pro, unlimited"
     refused = [
         (["account", "add", "--name", "Acme", "--plan", "gold"], f"plan 'gold' is not known; {plans}"),
@@ -123,10 +115,10 @@ def test_unknown_plans_accounts_and_names_are_refused_and_nothing_written(enviro
         (["account", "add", "--name", "Acme"], "Missing option '--plan'"),
     ]
     for args, message in refused:
-        assert message in invoke(*args, expect=2).stderr
+        assert message in nakodo_here(*args, expect=2).stderr
     assert not Path(database_url).exists(), "refused before the store is opened"
 
-    acme = invoke("account", "add", "--name", "Acme", "--plan", "free").stdout.splitlines()[-1]
+    acme = nakodo_here("account", "add", "--name", "Acme", "--plan", "free").stdout.splitlines()[-1]
     refused = [
         (["account", "add", "--name", "Acme", "--plan", "pro"], "account name 'Acme' is taken"),
         (["account", "show", "7"], "account 7 does not exist; `nakodo account list` shows the accounts"),
@@ -136,15 +128,15 @@ def test_unknown_plans_accounts_and_names_are_refused_and_nothing_written(enviro
         (["campaign", "add", "--name", "x", *AT_LEEDS, "--account", "Acme"], "'Acme' is not a valid integer"),
     ]
     for args, message in refused:
-        assert message in invoke(*args, expect=2).stderr, args
+        assert message in nakodo_here(*args, expect=2).stderr, args
     store = open_store(database_url)
     assert [(a.account.name, a.account.plan) for a in store.accounts()] == [("default", "unlimited"), ("Acme", "free")]
     assert store.campaigns() == []
 
 
 @pytest.mark.parametrize("database_url", ["duckdb"], indirect=True)
-def test_a_paused_campaign_is_not_synced_by_name(environment, database_url):
-    campaign = invoke("campaign", "add", "--name", "Leeds", *AT_LEEDS).stdout.splitlines()[-1]
-    invoke("campaign", "pause", campaign)
-    refused = invoke("sync", "--campaign", campaign, expect=2).stderr
+def test_a_paused_campaign_is_not_synced_by_name(nakodo_here, database_url):
+    campaign = nakodo_here("campaign", "add", "--name", "Leeds", *AT_LEEDS).stdout.splitlines()[-1]
+    nakodo_here("campaign", "pause", campaign)
+    refused = nakodo_here("sync", "--campaign", campaign, expect=2).stderr
     assert f"campaign {campaign} is paused, and nothing is imported for a paused campaign: resume it first" in refused

@@ -61,8 +61,8 @@ def assert_needs_kept(database_url: str) -> None:
     assert needed == len(expected_pairs)
 
 
-def add_account(nakodo, name: str, plan: str) -> int:
-    return int(nakodo("account", "add", "--name", name, "--plan", plan).stdout.splitlines()[-1])
+def add_account(nakodo_here, name: str, plan: str) -> int:
+    return int(nakodo_here("account", "add", "--name", name, "--plan", plan).stdout.splitlines()[-1])
 
 
 def csv_expected(path: Path) -> Expected:
@@ -79,8 +79,8 @@ def csv_expected(path: Path) -> Expected:
     return expected
 
 
-def test_a_csv_lands_exactly_its_campaigns_in_the_files_order(nakodo, database_url, tmp_path):
-    acme = add_account(nakodo, "Acme", "pro")
+def test_a_csv_lands_exactly_its_campaigns_in_the_files_order(nakodo, nakodo_here, database_url, tmp_path):
+    acme = add_account(nakodo_here, "Acme", "pro")
     path = tmp_path / "campaigns.csv"
     path.write_text(
         "name,account,lat,lng,radius_km,country,categories\n"
@@ -101,8 +101,8 @@ def test_a_csv_lands_exactly_its_campaigns_in_the_files_order(nakodo, database_u
     assert_needs_kept(database_url)
 
 
-def test_a_geojson_lands_exactly_its_features_campaigns(nakodo, database_url, tmp_path):
-    acme = add_account(nakodo, "Acme", "pro")
+def test_a_geojson_lands_exactly_its_features_campaigns(nakodo, nakodo_here, database_url, tmp_path):
+    acme = add_account(nakodo_here, "Acme", "pro")
     features = [
         {
             "type": "Feature",
@@ -136,8 +136,8 @@ def test_a_geojson_lands_exactly_its_features_campaigns(nakodo, database_url, tm
     assert_needs_kept(database_url)
 
 
-def test_a_geoparquet_lands_exactly_its_rows_campaigns(nakodo, database_url, tmp_path):
-    acme = add_account(nakodo, "Acme", "pro")
+def test_a_geoparquet_lands_exactly_its_rows_campaigns(nakodo, nakodo_here, database_url, tmp_path):
+    acme = add_account(nakodo_here, "Acme", "pro")
     frame = gpd.GeoDataFrame(
         {
             "name": ["Leeds", "Belgium", "Leeds", "Quito"],
@@ -180,8 +180,8 @@ BAD_LINES = {
 }
 
 
-def test_a_file_with_bad_lines_names_each_and_writes_nothing(nakodo, database_url, tmp_path):
-    nakodo("campaign", "add", "--name", "Before", "--country", "FR", "--category", "cafe")
+def test_a_file_with_bad_lines_names_each_and_writes_nothing(nakodo, nakodo_here, database_url, tmp_path):
+    nakodo_here("campaign", "add", "--name", "Before", "--country", "FR", "--category", "cafe")
     before = kept_rows(database_url)
     lines = dict(sorted({8: "Good,,53.8,-1.55,10,,cafe", **{n: line for n, (line, _) in BAD_LINES.items()}}.items()))
     assert list(lines) == list(range(2, 12)), "every line after the header, in order"
@@ -225,7 +225,7 @@ def test_bad_features_are_named_by_their_place_in_the_collection(nakodo, databas
     assert open_store(database_url).campaigns() == []
 
 
-def test_a_file_is_refused_whole_when_it_is_not_a_campaign_file(nakodo, tmp_path):
+def test_a_file_is_refused_whole_when_it_is_not_a_campaign_file(nakodo_here, tmp_path):
     (tmp_path / "typo.csv").write_text("name,acount,country,categories\nX,2,FR,cafe\n")
     (tmp_path / "notes.txt").write_text("")
     (tmp_path / "broken.geojson").write_text("{")
@@ -236,18 +236,20 @@ def test_a_file_is_refused_whole_when_it_is_not_a_campaign_file(nakodo, tmp_path
         ("broken.geojson", "is not GeoJSON"),
         ("empty.csv", "has no campaigns: one line per location of a campaign"),
     ]:
-        assert message in nakodo("campaign", "import", str(tmp_path / name), expect=2).stderr
+        assert message in nakodo_here("campaign", "import", str(tmp_path / name), expect=2).stderr
 
 
-def test_plan_limits_count_the_accounts_campaigns_and_the_files_before_each_line(nakodo, database_url, tmp_path):
-    acme = add_account(nakodo, "Acme", "starter")
+def test_plan_limits_count_the_accounts_campaigns_and_the_files_before_each_line(
+    nakodo, nakodo_here, database_url, tmp_path
+):
+    acme = add_account(nakodo_here, "Acme", "starter")
     had = [
         ["--at", "53.8,-1.55", "--radius-km", "10"],
         ["--at", "51.5,-0.12", "--radius-km", "10"],
         ["--country", "FR"],
     ]
     for number, where in enumerate(had):
-        nakodo("campaign", "add", "--name", f"had {number}", *where, "--category", "cafe", "--account", str(acme))
+        nakodo_here("campaign", "add", "--name", f"had {number}", *where, "--category", "cafe", "--account", str(acme))
     before = kept_rows(database_url)
     lines = [
         f"fourth,{acme},48.85,2.35,10,,cafe",

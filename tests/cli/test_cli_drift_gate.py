@@ -66,7 +66,7 @@ def test_status_lists_held_pairs_and_accept_lands_one(nakodo, database_url):
     assert "Held at the drift gate" not in nakodo("imports", "status").stdout
 
 
-def test_bad_input_is_one_error_and_writes_nothing(nakodo, database_url, written):
+def test_bad_input_is_one_error_and_writes_nothing(nakodo_here, database_url, written):
     _hold(database_url)
     before = written()
     for args, message in (
@@ -75,7 +75,7 @@ def test_bad_input_is_one_error_and_writes_nothing(nakodo, database_url, written
         (["cell:53.5,-2", "cafe"], "nothing is held for cafe in cell:53.5,-2"),
         (["cell:53.5,-2"], "Missing argument 'CATEGORY'"),
     ):
-        done = nakodo("imports", "accept", *args, expect=2)
+        done = nakodo_here("imports", "accept", *args, expect=2)
         errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
         assert len(errors) == 1 and message in errors[0], done.stderr
         assert done.stdout == ""

@@ -57,7 +57,7 @@ def test_a_category_moves_to_the_newest_release_now(nakodo, loaded, release_root
     assert f"No pair to move to release {CURRENT}" in again.stdout
 
 
-def test_bad_input_is_refused_with_one_message_and_nothing_written(nakodo, loaded, release_root, tmp_path):
+def test_bad_input_is_refused_with_one_message_and_nothing_written(nakodo_here, loaded, release_root, tmp_path):
     store, campaign_id, _ = loaded
     root = {"NAKODO_OVERTURE_ROOT": str(release_root)}
     before = _place_imports(store)
@@ -73,7 +73,7 @@ def test_bad_input_is_refused_with_one_message_and_nothing_written(nakodo, loade
         (["newest", "--all"], "is not a folder", {"NAKODO_OVERTURE_ROOT": str(tmp_path / "nowhere")}),
     ]
     for args, message, variables in refused:
-        done = nakodo("imports", "roll-out", *args, expect=2, **variables)
+        done = nakodo_here("imports", "roll-out", *args, expect=2, **variables)
         assert message in done.stderr, (args, done.stderr)
         assert done.stderr.count("Error") == 1 and "Traceback" not in done.stderr, done.stderr
     assert _place_imports(store) == before
