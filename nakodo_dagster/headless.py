@@ -17,7 +17,7 @@ from nakodo_dagster.partitions import apply_partitions_requests, campaign_partit
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_job_pairs, report_failed_partitions
 from nakodo_dagster.sensors.import_sensor import request_import_runs
-from nakodo_dagster.store import COMMIT_OVERLAP, Store
+from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.words import plural
 
 log = logging.getLogger("nakodo_dagster")
@@ -67,8 +67,8 @@ def sync(
     deadline = time.monotonic() + wait_seconds
     campaign_ids = [c.id for c in campaigns]
     cursor: str | None = None
-    # When the last search began (less the commit overlap), None before the first.
-    searched_landed: datetime | None = None
+    # The areas pending as the last search began, None before the first.
+    pending_searched: int | None = None
     while True:
         result = request_import_runs(
             instance,
@@ -93,12 +93,18 @@ def sync(
                 run = outcome.dagster_run
                 report_failed_partitions(instance, run, import_job_pairs(run) or (), store.store)
             on_step(f"import {request.tags.get(tags.AREA)} {'ok' if outcome.success else 'FAILED'}", report)
-        if requests or searched_landed is None or _landed_since(store.store, campaign_ids, searched_landed):
-            searched_landed = _search(instance, resources, campaign_ids, report)
+        progress = store.store.search_progress(datetime.now(UTC), campaign_ids)
+        pending = sum(p.pending(overture.off_reason is None) for p in progress)
+        # Places the last search has not read (the search sensor's rule, on what each search records it read), or
+        # fewer areas pending than as it began (a landing that committed after it looked, stamped before what it
+        # read). A time of the last search would count a landing within the commit overlap as new at every poll.
+        if requests or pending_searched is None or _unread_landing(progress) or pending < pending_searched:
+            pending_searched = pending
+            _search(instance, resources, campaign_ids, report)
         else:
             # Nothing ran here and nothing landed: a search would find nothing new. Imports someone else launched
             # are on their way, and the store says when they land.
-            report.pending = _pending(store.store, campaign_ids, overture.off_reason is None)
+            report.pending = pending
         on_step(f"{plural(report.pending, 'area')} pending", report)
         if report.pending == 0 or overture.off_reason or time.monotonic() > deadline:
             return report
@@ -106,10 +112,8 @@ def sync(
             time.sleep(POLL_SECONDS)
 
 
-def _search(instance: dg.DagsterInstance, resources: dict, campaign_ids: list[int], report: SyncReport) -> datetime:
-    """One batch run searching every campaign synced, as the search sensor asks for; returns when it began, less
-    the commit overlap: what landed after that is new to it."""
-    began = datetime.now(UTC) - COMMIT_OVERLAP
+def _search(instance: dg.DagsterInstance, resources: dict, campaign_ids: list[int], report: SyncReport) -> None:
+    """One batch run searching every campaign synced, as the search sensor asks for."""
     searched = search_campaigns_job.execute_in_process(
         run_config=search_run_config(campaign_ids), instance=instance, resources=resources
     )
@@ -118,14 +122,8 @@ def _search(instance: dg.DagsterInstance, resources: dict, campaign_ids: list[in
         report.searches += 1
         report.businesses_added += materialization.metadata["businesses_added"].value
         report.pending += materialization.metadata["pending_areas"].value
-    return began
 
 
-def _landed_since(store: Store, campaign_ids: list[int], since: datetime) -> bool:
-    """Whether places of the campaigns' pairs landed after ``since``."""
-    return any(p.arrived_at and p.arrived_at > since for p in store.search_progress(datetime.now(UTC), campaign_ids))
-
-
-def _pending(store: Store, campaign_ids: list[int], imports_on: bool) -> int:
-    """The areas the campaigns still wait on, as their searches count them."""
-    return sum(p.pending(imports_on) for p in store.search_progress(datetime.now(UTC), campaign_ids))
+def _unread_landing(progress: list[SearchProgress]) -> bool:
+    """Whether places of the campaigns' pairs landed after the newest landing their last search read."""
+    return any(p.arrived_at and (p.searched_landed is None or p.arrived_at > p.searched_landed) for p in progress)

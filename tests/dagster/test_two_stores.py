@@ -86,3 +86,20 @@ def test_a_sync_waiting_on_imports_launched_elsewhere_searches_once(instance, re
     assert report.searches == 1
     searches = instance.get_run_records(dg.RunsFilter(job_name=search_campaigns_job.name, created_after=began))
     assert len(searches) == 1
+
+
+def test_a_sync_whose_own_imports_landed_searches_once_while_it_waits_on_the_rest(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    # Leeds' blocks are queued elsewhere and do not start; Paris' are the sync's own, and land at once.
+    for request in tick(instance, resources).run_requests:
+        instance.create_run_for_job(import_places, run_config=request.run_config, tags=request.tags)
+    store.add_campaign("Paris", Targeting((PointLocation(48.8566, 2.3522, 5),), ("cafe",)))
+    began = datetime.now(UTC)
+
+    report = sync(instance, resources["store"], resources["overture"], wait_seconds=8)
+
+    assert report.import_runs >= 1 and report.failed_runs == []
+    assert report.pending == len(areas_for(LEEDS))
+    searches = instance.get_run_records(dg.RunsFilter(job_name=search_campaigns_job.name, created_after=began))
+    assert len(searches) == 1, "the landing within the last minute is read once, not at every poll"
