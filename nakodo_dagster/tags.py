@@ -19,6 +19,9 @@ IMPORT_KEY = f"{HIDDEN_PREFIX}nakodo_import_key"
 # The store an import run writes (Store.identity, a hash: never a password): the same payload is the same work only
 # for the same store, and two stores sharing one Dagster instance never drop each other's runs.
 STORE = f"{HIDDEN_PREFIX}nakodo_store"
+# The release the import sensor asked an import run's pairs to move to: the same payload is the same work only for the
+# same release, so a roll-out soon after a block's import is not dropped as just done.
+RELEASE = "nakodo/release"
 # The exact imported_at of the marks a run holds: the key to taking them back or dating them back, never
 # touching a mark somebody else wrote on the same pair.
 STAMP = f"{HIDDEN_PREFIX}nakodo_stamp"

@@ -266,11 +266,11 @@ async def file_footer(source: Objects, path: str) -> tuple[bytes, int, str]:
     """A file's footer (with the magic before it, as pyarrow reads it), its size and its version."""
     tail, size, version = await source.tail(path, TAIL_BYTES)
     if tail[-4:] != _MAGIC:
-        raise OSError(f"{path} is not a Parquet file")
+        raise OSError(f"{path} is cut short or not a Parquet file: it does not end with a Parquet footer")
     (length,) = struct.unpack("<I", tail[-8:-4])
     if length + 8 > len(tail):
         if length + 8 > size:
-            raise OSError(f"{path} is not a Parquet file: its footer is longer than the file")
+            raise OSError(f"{path} is cut short or not a Parquet file: its footer is longer than the file")
         tail = bytes(await source.read(path, size - length - 8, length + 8 - len(tail), version)) + tail
     return _MAGIC + tail[-length - 8 :], size, version
 

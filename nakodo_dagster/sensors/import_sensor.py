@@ -125,10 +125,13 @@ def _import_runs_filter(statuses: list[dg.DagsterRunStatus]) -> dg.RunsFilter:
     return dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=statuses)
 
 
-def _blocking_runs(instance: dg.DagsterInstance, store: str, runs: list[ImportRun], now: datetime) -> set[str]:
+def _blocking_runs(
+    instance: dg.DagsterInstance, store: str, runs: list[ImportRun], release: str, now: datetime
+) -> set[str]:
     """The payload keys among these runs that a queued or running run for the same store (``Store.identity``)
-    carries, or that succeeded within SAME_WORK_HOURS. A failed or cancelled run blocks nothing: its retry may go
-    at once. Another store's run of the same payload is other work: it writes other rows."""
+    carries, or that succeeded within SAME_WORK_HOURS asked for ``release``. A failed or cancelled run blocks
+    nothing: its retry may go at once. Another store's run of the same payload is other work: it writes other rows.
+    So is one that moved the pairs to an older release: a roll-out soon after it asks them to move again."""
     keys = sorted({run.key for run in runs})
     since = now - timedelta(hours=SAME_WORK_HOURS)
     blocking: set[str] = set()
@@ -136,7 +139,9 @@ def _blocking_runs(instance: dg.DagsterInstance, store: str, runs: list[ImportRu
         chunk = {key: keys[start : start + _KEYS_PER_QUERY], tags.STORE: store}
         for runs_filter in (
             dg.RunsFilter(tags=chunk, statuses=UNFINISHED),
-            dg.RunsFilter(tags=chunk, statuses=[dg.DagsterRunStatus.SUCCESS], created_after=since),
+            dg.RunsFilter(
+                tags={**chunk, tags.RELEASE: release}, statuses=[dg.DagsterRunStatus.SUCCESS], created_after=since
+            ),
         ):
             records = instance.get_run_records(runs_filter)
             blocking.update(record.dagster_run.tags[key] for record in records)
@@ -308,7 +313,7 @@ def announce_release(
 
 
 def _run_request(
-    run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns, store: str
+    run: ImportRun, stamp: datetime, first_block: bool, served: ServedCampaigns, store: str, release: str
 ) -> dg.RunRequest:
     west, south, east, north = run.bbox
     return dg.RunRequest(
@@ -321,6 +326,7 @@ def _run_request(
             tags.KIND: tags.IMPORT_KIND,
             tags.IMPORT_KEY: run.key,
             tags.STORE: store,
+            tags.RELEASE: release,
             tags.STAMP: tags.stamp_tag(stamp),
             tags.BOX: f"{west},{south},{east},{north}",
             tags.AREA: run.areas[0] if run.country_code else plural(len(run.areas), "cell"),
@@ -429,13 +435,15 @@ def request_import_runs(
         # A release that cannot be found fails the tick and takes its marks back, not every run for 7 days.
         release = overture.current_release()
         clock.lap("release")
-        blocking = _blocking_runs(instance, store.identity, runs, now)
+        blocking = _blocking_runs(instance, store.identity, runs, release, now)
         launch = [run for run in runs if run.key not in blocking]
         # The same work is queued, running or just succeeded: its marks are not ours to keep.
         store.take_back([pair for run in runs if run.key in blocking for pair in run.pairs], stamp)
         clock.lap("same work")
         requests = [
-            _run_request(run, stamp, run.key in reservation.first_runs, reservation.served[run.key], store.identity)
+            _run_request(
+                run, stamp, run.key in reservation.first_runs, reservation.served[run.key], store.identity, release
+            )
             for run in launch
         ]
         partitions = _new_partitions(instance, launch)

@@ -11,8 +11,9 @@ import dagster as dg
 import pytest
 from overture_helpers import CURRENT, PREVIOUS
 
+from nakodo_dagster import tags
 from nakodo_dagster.imports.events import PLACES
-from nakodo_dagster.jobs.import_places import import_payload
+from nakodo_dagster.jobs.import_places import import_payload, import_places
 from nakodo_dagster.jobs.roll_out import roll_out_pairs, roll_out_release
 from nakodo_dagster.placement import FRESH_DAYS, PointLocation, Targeting, areas_for
 from nakodo_dagster.resources import OvertureResource
@@ -82,6 +83,28 @@ def test_a_newer_release_is_announced_once_and_a_roll_out_is_asked_for_next(inst
 
     assert requested_pairs(rolled) == {(area, "pub") for area in areas_for(LEEDS)}
     assert not rolled.asset_events
+
+
+def test_blocks_imported_from_the_older_release_minutes_ago_move_when_rolled_out(instance, resources):
+    store = resources["store"].store
+    store.add_campaign("Leeds", LEEDS)
+    first = tick(instance, resources)
+    # The runs of these very payloads moved the pairs to the older release minutes ago.
+    for request in first.run_requests:
+        done = {**request.tags, tags.RELEASE: PREVIOUS}
+        instance.create_run_for_job(
+            import_places, run_config=request.run_config, tags=done, status=dg.DagsterRunStatus.SUCCESS
+        )
+    store.take_back(list(requested_pairs(first)), tags.stamp_from_tag(first.run_requests[0].tags[tags.STAMP]))
+    pairs = load_previous(store, LEEDS)
+    store.roll_out(CURRENT)
+
+    rolled = tick(instance, resources, first.cursor)
+
+    # Other work than a run of the same payload to the same release: asked for, and no loaded pair taken back.
+    assert requested_pairs(rolled) == pairs
+    assert {r.tags[tags.RELEASE] for r in rolled.run_requests} == {CURRENT}
+    assert {(row.area, row.category) for row in store.import_rows({a for a, _ in pairs}, LEEDS.categories)} == pairs
 
 
 def test_a_fresh_store_or_one_on_the_release_announces_nothing(instance, resources):

@@ -44,7 +44,7 @@ def test_the_runs_list_shows_what_a_person_reads_and_hides_the_machinery(instanc
 
     (shown,) = [r for r in result.data["runsOrError"]["results"] if r["runId"] == run.run_id]
     shown_keys = {tag["key"] for tag in shown["tags"]}
-    people = {tags.KIND, tags.BOX, tags.AREA, tags.CATEGORIES, tags.LINE, tags.CAMPAIGN}
+    people = {tags.KIND, tags.BOX, tags.AREA, tags.CATEGORIES, tags.RELEASE, tags.LINE, tags.CAMPAIGN}
     assert people <= shown_keys
     assert not [key for key in shown_keys if key.startswith("nakodo/") and key not in people], shown_keys
     assert not shown_keys & set(MACHINERY)
