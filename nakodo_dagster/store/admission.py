@@ -265,7 +265,8 @@ SELECT block, name, campaigns FROM ranked WHERE place <= $names ORDER BY block, 
 
 # Where each active campaign (every one, or those named) stands for its first businesses: its first pair's state by
 # the one rule, and, while that pair waits for admission, its block's place in the kept line; then how many of the
-# campaign's blocks wait in the line.
+# campaign's blocks wait in the line. A first pair that holds places has given the campaign its first businesses,
+# whatever its next import is doing: moving to a newer release, failed or held.
 CAMPAIGN_LINES = f"""
 WITH placed AS (
     SELECT block, row_number() OVER (ORDER BY {LINE_ORDER}) AS place FROM import_line
@@ -275,7 +276,9 @@ waiting AS (
     FROM campaign_areas AS ca JOIN import_line AS line ON line.block = ca.block
     GROUP BY ca.campaign_id
 )
-SELECT c.id, c.name, a.name, {pair_state("place_imports")}, placed.place, coalesce(waiting.blocks, 0)
+SELECT c.id, c.name, a.name,
+       CASE WHEN place_imports.places_release IS NOT NULL THEN 'fresh' ELSE {pair_state("place_imports")} END,
+       placed.place, coalesce(waiting.blocks, 0)
 FROM campaigns AS c
 JOIN accounts AS a ON a.id = c.account_id
 JOIN campaign_areas AS ca ON ca.campaign_id = c.id AND ca.area = c.first_area

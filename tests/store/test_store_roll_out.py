@@ -47,6 +47,14 @@ def test_a_category_rolled_out_is_missing_now_and_the_rest_stays_fresh(loaded):
     assert loaded.roll_out(NEW, category="pub") == 0, "on its way: nothing to ask again"
 
 
+def test_a_campaign_whose_first_pair_moves_has_had_its_first_businesses(loaded):
+    loaded.roll_out(NEW)
+    loaded.reserve_missing(NOW, max_runs=10)
+
+    _, (line,) = loaded.import_line(NOW)
+    assert (line.name, line.first_pair) == ("Leeds", "fresh"), "not waiting for its first businesses"
+
+
 def test_everything_rolled_out_is_every_needed_pair_and_only_those(loaded):
     assert loaded.roll_out(NEW) == 2
     assert set(roll_outs(loaded)) == {(CELL, "cafe"), (CELL, "pub")}, "a pair no campaign needs waits for one"
