@@ -112,7 +112,7 @@ def test_a_failed_import_shows_its_pairs_failed_with_the_error_until_an_import_l
     ), next_step
     assert failure.user_failure_data.metadata["file"].value == "part-00000.zstd.parquet"
     assert failure.user_failure_data.metadata["attempts"].value == 1, "an unreadable file is not tried again"
-    assert "is not a Parquet file" in failure.error.to_string()
+    assert "is cut short or not a Parquet file" in failure.error.to_string()
     # Nothing unrelated in the error's chain: no "no running event loop" from how the reader runs its requests.
     assert "event loop" not in failure.error.to_string()
     logged = " ".join(

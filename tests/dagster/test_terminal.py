@@ -43,7 +43,7 @@ def test_a_failed_import_prints_one_line_that_says_what_failed_and_what_to_do(
         "the import sensor asks for them again on its own after 7 days."
     ), step_failure
     assert run_failure.endswith("Steps failed: ['import_block']. The step's failure is above."), run_failure
-    assert "Stack Trace" not in printed and "is not a Parquet file" not in printed, printed
+    assert "Stack Trace" not in printed and "is cut short or not a Parquet file" not in printed, printed
     # The UI's event log has the error whole, the reader's own words among its causes.
     (failure,) = result.get_step_failure_events()
-    assert "is not a Parquet file" in failure.step_failure_data.error.to_string()
+    assert "is cut short or not a Parquet file" in failure.step_failure_data.error.to_string()
