@@ -17,7 +17,6 @@ from nakodo_dagster.partitions import apply_partitions_requests, campaign_partit
 from nakodo_dagster.resources import OvertureResource, StoreResource
 from nakodo_dagster.sensors.failure_sensor import import_job_pairs, report_failed_partitions
 from nakodo_dagster.sensors.import_sensor import request_import_runs
-from nakodo_dagster.store.models import SearchProgress
 from nakodo_dagster.words import plural
 
 log = logging.getLogger("nakodo_dagster")
@@ -98,7 +97,7 @@ def sync(
         # Places the last search has not read (the search sensor's rule, on what each search records it read), or
         # fewer areas pending than as it began (a landing that committed after it looked, stamped before what it
         # read). A time of the last search would count a landing within the commit overlap as new at every poll.
-        if requests or pending_searched is None or _unread_landing(progress) or pending < pending_searched:
+        if requests or pending_searched is None or any(p.landed_unread for p in progress) or pending < pending_searched:
             pending_searched = pending
             _search(instance, resources, campaign_ids, report)
         else:
@@ -122,8 +121,3 @@ def _search(instance: dg.DagsterInstance, resources: dict, campaign_ids: list[in
         report.searches += 1
         report.businesses_added += materialization.metadata["businesses_added"].value
         report.pending += materialization.metadata["pending_areas"].value
-
-
-def _unread_landing(progress: list[SearchProgress]) -> bool:
-    """Whether places of the campaigns' pairs landed after the newest landing their last search read."""
-    return any(p.arrived_at and (p.searched_landed is None or p.arrived_at > p.searched_landed) for p in progress)

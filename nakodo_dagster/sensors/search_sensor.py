@@ -35,9 +35,7 @@ def due_reason(progress: SearchProgress, imports_on: bool, now: datetime) -> str
     # landing it read is at least as new). Without that, every landing brought two more searches that found
     # nothing. A pair stamped in the same milliseconds as a newer one the search read, and committed after the
     # search began, waits for the campaign's next search, which reads it (searched_through is a minute back).
-    arrived_at, seen = progress.arrived_at, progress.searched_landed
-    unseen = arrived_at is not None and (seen is None or arrived_at > seen)
-    visible_by = arrived_at + COMMIT_OVERLAP if unseen else None
+    visible_by = progress.arrived_at + COMMIT_OVERLAP if progress.landed_unread else None
     return search_due(progress.window_start, progress.searched_at, progress.pending(imports_on), visible_by, now)
 
 

@@ -52,6 +52,11 @@ class SearchProgress:
     searched_landed: datetime | None = None
     """The newest real imported_at among the pairs the last search read: places it has already seen."""
 
+    @property
+    def landed_unread(self) -> bool:
+        """Whether places landed after the newest landing the campaign's last search read."""
+        return self.arrived_at is not None and (self.searched_landed is None or self.arrived_at > self.searched_landed)
+
     def pending(self, imports_on: bool) -> int:
         """Areas the search still waits on: with imports off nothing missing will ever come."""
         return self.coming + self.missing if imports_on else self.coming
