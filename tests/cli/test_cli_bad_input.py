@@ -10,9 +10,7 @@ from pathlib import Path
 from shlex import split
 
 import pytest
-from click.testing import CliRunner
 
-from nakodo_dagster.cli import main
 from nakodo_dagster.placement import PointLocation, Targeting
 from nakodo_dagster.store import open_store
 
@@ -59,9 +57,8 @@ REFUSED_UP_FRONT = [
 ]
 
 
-def invoke_refused(args: list[str]) -> str:
-    result = CliRunner().invoke(main, args, prog_name="nakodo")
-    assert result.exit_code == 2, f"{args}: {result.exit_code}\n{result.output}\n{result.exception!r}"
+def invoke_refused(nakodo_here, args: list[str], **variables: str) -> str:
+    result = nakodo_here(*args, expect=2, **variables)
     # One message, on stderr, after the command's own usage line.
     assert result.stdout == ""
     assert result.stderr.startswith("Usage: nakodo ")
@@ -70,16 +67,16 @@ def invoke_refused(args: list[str]) -> str:
 
 @pytest.mark.parametrize("database_url", ["duckdb"], indirect=True)
 @pytest.mark.parametrize(("args", "message"), REFUSED_UP_FRONT)
-def test_bad_input_is_refused_before_the_store_is_touched(environment, nominatim, database_url, args, message):
-    assert message in invoke_refused(args)
+def test_bad_input_is_refused_before_the_store_is_touched(nakodo_here, nominatim, database_url, args, message):
+    assert message in invoke_refused(nakodo_here, args)
     assert not Path(database_url).exists()
     assert nominatim.requests == []
 
 
 @pytest.mark.parametrize("database_url", ["duckdb"], indirect=True)
-def test_a_bad_nominatim_url_is_refused_before_the_store_is_touched(environment, monkeypatch, database_url):
-    monkeypatch.setenv("NAKODO_NOMINATIM_URL", "ftp://nominatim.example.org")
-    message = invoke_refused([*ADD, "--near", "Leeds", "--radius-km", "10"])
+def test_a_bad_nominatim_url_is_refused_before_the_store_is_touched(nakodo_here, database_url):
+    bad = {"NAKODO_NOMINATIM_URL": "ftp://nominatim.example.org"}
+    message = invoke_refused(nakodo_here, [*ADD, "--near", "Leeds", "--radius-km", "10"], **bad)
     assert "NAKODO_NOMINATIM_URL 'ftp://nominatim.example.org' is not allowed: use http(s)://" in message
     assert not Path(database_url).exists()
 
@@ -109,23 +106,19 @@ def refused_after_a_look(tmp_path: Path, campaign_id: int) -> list[tuple[list[st
     ]
 
 
-def test_input_refused_after_a_look_writes_nothing(campaign_id, written, tmp_path, monkeypatch):
+def test_input_refused_after_a_look_writes_nothing(nakodo_here, campaign_id, written, tmp_path):
     before = written()
     for args, message, variables in refused_after_a_look(tmp_path, campaign_id):
-        with monkeypatch.context() as patch:
-            for name, value in variables.items():
-                patch.setenv(name, value)
-            assert message in invoke_refused(args), args
+        assert message in invoke_refused(nakodo_here, args, **variables), args
     assert written() == before == {"campaigns": 1}
 
 
-def test_sql_in_a_name_is_kept_as_text_and_harms_nothing(environment, database_url):
+def test_sql_in_a_name_is_kept_as_text_and_harms_nothing(nakodo_here, database_url):
     name = "Bob's cafes'); DROP TABLE campaigns; --"
-    result = CliRunner().invoke(main, ["campaign", "add", "--name", name, "--country", "FR", "--category", "cafe"])
-    assert result.exit_code == 0, result.output
+    nakodo_here("campaign", "add", "--name", name, "--country", "FR", "--category", "cafe")
     store = open_store(database_url)
     assert [c.name for c in store.campaigns()] == [name]
-    assert name in CliRunner().invoke(main, ["campaign", "list"]).output
+    assert name in nakodo_here("campaign", "list").output
 
 
 def test_a_real_process_exits_2_with_one_message(nakodo, database_url, written):

@@ -5,9 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from click.testing import CliRunner
 
-from nakodo_dagster.cli import main
 from nakodo_dagster.errors import InvalidInput
 from nakodo_dagster.geocode import (
     DEFAULT_NOMINATIM_URL,
@@ -87,14 +85,12 @@ def test_an_ambiguous_or_unknown_name_is_not_kept(environment, nominatim, databa
     assert nominatim.queries() == ["springfield", "atlantis"]
 
 
-def test_an_unreachable_nominatim_exits_1_and_writes_nothing(environment, monkeypatch, database_url, written):
+def test_an_unreachable_nominatim_exits_1_and_writes_nothing(nakodo_here, database_url, written):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
-    monkeypatch.setenv("NAKODO_NOMINATIM_URL", f"http://127.0.0.1:{closed}")
     args = ["campaign", "add", "--name", "Leeds", "--near", "Leeds", "--radius-km", "10", "--category", "cafe"]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 1
+    result = nakodo_here(*args, expect=1, NAKODO_NOMINATIM_URL=f"http://127.0.0.1:{closed}")
     assert "could not be asked about 'leeds'" in result.stderr
     assert isinstance(result.exception, SystemExit) and not isinstance(result.exception, GeocoderUnavailable)
     assert written() == {}
