@@ -60,6 +60,11 @@ from dagster._utils.error import SerializableErrorInfo
 from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 
+# How far Dagster's retry daemon has read the run failures, under the key it keeps in the instance's daemon cursors:
+# a failure it has read and left without a retry is never retried (retry_daemon_read_up_to). Replaced by a public
+# reader of the daemon's progress, or by nothing once Dagster writes a run's status with its failure event.
+from dagster._daemon.auto_run_reexecution.event_log_consumer import _create_cursor_key as retry_daemon_cursor_key
+
 # --- Only the tests and the bench -------------------------------------------------------------------------------
 # The instance's config as Dagster validates it: deploy/ and dagster.yaml checked without a cluster or a server
 # (the public DagsterInstance.from_config would connect to the storage they name).
@@ -83,6 +88,7 @@ from dagster._core.workspace.load_target import EmptyWorkspaceTarget, InProcessW
 from dagster._daemon.daemon import MonitoringDaemon
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 from dagster._daemon.auto_run_reexecution.auto_run_reexecution import consume_new_runs_for_automatic_reexecution
+from dagster._daemon.auto_run_reexecution.event_log_consumer import EventLogConsumerDaemon
 from dagster._daemon.backfill import execute_backfill_iteration
 from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
@@ -152,6 +158,20 @@ def report_partition_planned(
     instance.report_dagster_event(event, run.run_id)
 
 
+def retry_daemon_read_up_to(instance: dg.DagsterInstance) -> int | None:
+    """The storage id of the last run failure Dagster's retry daemon has read and acted on (retried the run or
+    passed it by), or None before its first look. Compare with `DagsterInstance.fetch_run_status_changes`' ids.
+
+    A failure read is done with: the daemon moves past it once its retries are created, and never reads it again.
+    It can pass a failure by that deserved a retry. Dagster stores a failure event first, then the run's status,
+    then the run's will-retry tag, in three writes; a look between the first two sees a run that has not failed,
+    and does not retry it (seen after a daemon restart under load, the run tagged to be retried and never retried).
+    """
+    key = retry_daemon_cursor_key(dg.DagsterEventType.RUN_FAILURE)
+    value = instance.daemon_cursor_storage.get_cursor_values({key}).get(key)
+    return None if value is None else int(value)
+
+
 def runs_the_queue_starts(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     """The queued runs the daemon's run queue would start now, by its own choice (priorities, tag limits, pools),
     without starting them. A method of Dagster's queue daemon that even its own module keeps private."""
@@ -171,6 +191,7 @@ __all__ = [
     "ConfigurableClass",
     "ConfigurableClassData",
     "EmptyWorkspaceTarget",
+    "EventLogConsumerDaemon",
     "ExecuteRunArgs",
     "InProcessCodeLocationOrigin",
     "InProcessWorkspaceLoadTarget",
@@ -209,6 +230,7 @@ __all__ = [
     "raise_interrupts_as",
     "replace_step_output_copier",
     "report_partition_planned",
+    "retry_daemon_read_up_to",
     "runs_the_queue_starts",
     "should_retry",
 ]

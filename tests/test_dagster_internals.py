@@ -13,11 +13,13 @@ import os
 import signal
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
 import dagster as dg
 import pytest
+from dagster_helpers import look_as_the_daemon_does, started_retry_daemon
 
 from nakodo_dagster import dagster_internals as internals
 from nakodo_dagster.dagster_internals import (
@@ -65,6 +67,7 @@ from nakodo_dagster.dagster_internals import (
     raise_interrupts_as,
     replace_step_output_copier,
     report_partition_planned,
+    retry_daemon_read_up_to,
     runs_the_queue_starts,
     should_retry,
 )
@@ -84,6 +87,10 @@ CALLED_AS = {
     "check_run_timeout": (internals.check_run_timeout, ["instance", "run_record", "logger", "default_timeout_seconds"]),
     "MonitoringDaemon": (internals.MonitoringDaemon, ["interval_seconds"]),
     "MonitoringDaemon.run_iteration": (internals.MonitoringDaemon.run_iteration, ["self", "workspace_process_context"]),
+    "EventLogConsumerDaemon.run_iteration": (
+        internals.EventLogConsumerDaemon.run_iteration,
+        ["self", "workspace_process_context"],
+    ),
     "WorkspaceProcessContext": (WorkspaceProcessContext, ["instance", "workspace_load_target"]),
     "InProcessWorkspaceLoadTarget": (InProcessWorkspaceLoadTarget, ["origin"]),
     "InProcessCodeLocationOrigin": (InProcessCodeLocationOrigin, ["loadable_target_origin"]),
@@ -299,6 +306,46 @@ def test_dagster_runs_again_a_run_whose_worker_died_not_one_whose_step_failed():
         reason = JobFailureData(error=None, failure_reason=RunFailureReason.STEP_FAILURE)
         instance.report_run_failed(step_failed, job_failure_data=reason)
         assert not should_retry(instance.get_run_by_id(step_failed.run_id), instance)
+
+
+def test_the_retry_daemon_passes_by_a_failure_it_reads_before_the_run_reads_failed():
+    # Dagster records a failure in three writes: the event, then the run's status, then its will-retry tag. Its
+    # retry daemon, looking between the first two, reads a run that has not failed and moves past it for good. The
+    # import sensor gives up at once on a failure the daemon has read and not retried (retry_daemon_read_up_to),
+    # rather than after the launch grace. If Dagster retries such a run one day, that early give-up can go.
+    retries = {"run_retries": {"enabled": True, "max_retries": 1, "retry_on_asset_or_op_failure": False}}
+    with (
+        dg.instance_for_test(overrides=retries) as instance,
+        WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as process,
+    ):
+        retry_daemon = started_retry_daemon(process)
+        assert retry_daemon_read_up_to(instance) is not None, "its first look starts at the log's end"
+        run = instance.create_run_for_job(_hello_job)
+        died = dg.DagsterEvent(
+            dg.DagsterEventType.RUN_FAILURE.value,
+            run.job_name,
+            message="its worker died",
+            event_specific_data=JobFailureData(error=None, failure_reason=RunFailureReason.RUN_EXCEPTION),
+        )
+        logged = dg.EventLogEntry(
+            error_info=None,
+            level=logging.ERROR,
+            user_message="",
+            run_id=run.run_id,
+            timestamp=time.time(),
+            dagster_event=died,
+        )
+        instance.event_log_storage.store_event(logged)
+        look_as_the_daemon_does(retry_daemon, process)
+        instance.run_storage.handle_run_event(run.run_id, died, datetime.now(UTC))
+        instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "true"})
+        look_as_the_daemon_does(retry_daemon, process)
+
+        (failure,) = instance.fetch_run_status_changes(dg.DagsterEventType.RUN_FAILURE, limit=2).records
+        assert retry_daemon_read_up_to(instance) == failure.storage_id
+        passed_by = instance.get_run_by_id(run.run_id)
+        assert passed_by.status == dg.DagsterRunStatus.FAILURE and passed_by.tags[WILL_RETRY_TAG] == "true"
+        assert AUTO_RETRY_RUN_ID_TAG not in passed_by.tags, "Dagster now retries a failure it read early"
 
 
 def test_a_partition_planned_in_a_failed_run_reads_as_failed():

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from nakodo_dagster import tags
-from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
+from nakodo_dagster.dagster_internals import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG, retry_daemon_read_up_to
 from nakodo_dagster.imports.events import roll_out_observation
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_places, import_run_config
@@ -246,39 +246,65 @@ def take_back_unlaunched(
 def take_back_unretried(
     instance: dg.DagsterInstance, store: Store, since: datetime | None, now: datetime, log: logging.Logger
 ) -> datetime:
-    """Take back the marks of failed import runs Dagster meant to run again and never did (its retry could not be
-    launched: the code location not loaded after a restart, the job renamed). The failure sensor left their marks
-    for the retry, and nothing else would free them before their six hours. Looks at the runs that failed (or
-    were given up) between ``since`` and the launch grace ago, when a retry would have been launched; returns the
-    moment looked up to, the next ``since``."""
+    """Take back the marks of failed import runs Dagster meant to run again and never will, and ask for them again.
+    The failure sensor left their marks for the retry, and nothing else would free them before their six hours.
+
+    A run is given up on as soon as Dagster's retry daemon has read its failure and left it without a retry (its
+    retry could not be launched: the code location not loaded after a restart, the job renamed; or the daemon read
+    the failure before the run's status said failed, see retry_daemon_read_up_to). A failure the daemon has not
+    read (the daemon down) is given up on after the launch grace. Looks at the runs that failed (or were given up)
+    since ``since``; returns where the next look starts, the launch grace ago."""
     until = now - timedelta(minutes=LAUNCH_GRACE_MINUTES)
     since = since or until - timedelta(hours=IMPORT_HOURS)
-    if until <= since:
-        return since
+    # Read before the runs: the daemon tags a run with its retry before it records having read the failure, so a
+    # run read after this holds its retry's tag if the daemon retried it.
+    read_up_to = retry_daemon_read_up_to(instance)
     records = instance.get_run_records(
-        dg.RunsFilter(
-            tags={tags.KIND: tags.IMPORT_KIND},
-            statuses=[dg.DagsterRunStatus.FAILURE],
-            updated_after=since,
-            updated_before=until,
-        )
+        dg.RunsFilter(tags={tags.KIND: tags.IMPORT_KIND}, statuses=[dg.DagsterRunStatus.FAILURE], updated_after=since)
     )
-    for record in records:
+    # Only runs Dagster decided about: a run it never meant to retry had its marks marked failed.
+    unretried = [
+        record
+        for record in records
+        if WILL_RETRY_TAG in record.dagster_run.tags
+        and AUTO_RETRY_RUN_ID_TAG not in record.dagster_run.tags
+        and tags.run_tag(record.dagster_run.tags, tags.STAMP) is not None
+    ]
+    recent = {record.dagster_run.run_id for record in unretried if record.update_timestamp > until}
+    passed_by = failures_read(instance, read_up_to, recent, since) if recent else set()
+    for record in unretried:
         run = record.dagster_run
-        # Only runs Dagster decided about: a run it never meant to retry had its marks marked failed.
-        value = tags.run_tag(run.tags, tags.STAMP)
-        if WILL_RETRY_TAG not in run.tags or AUTO_RETRY_RUN_ID_TAG in run.tags or value is None:
+        if run.run_id in recent and run.run_id not in passed_by:
             continue
-        stamp = tags.stamp_from_tag(value)
+        value = tags.run_tag(run.tags, tags.STAMP)
         if any(
             instance.get_runs_count(dg.RunsFilter(tags={key: value}, statuses=UNFINISHED))
             for key in tags.keys_of(tags.STAMP)
         ):
             continue
-        why = f"run {run.run_id} failed and Dagster could not run it again"
+        stamp = tags.stamp_from_tag(value)
+        why = f"run {run.run_id} failed and Dagster did not run it again"
         if taken := release_unsent(store, store.marks_stamped(stamp), stamp, why, log):
             log.warning(f"{why}: {plural(taken, 'pair')} asked for again.")
-    return until
+    return max(since, until)
+
+
+def failures_read(instance: dg.DagsterInstance, read_up_to: int | None, run_ids: set[str], since: datetime) -> set[str]:
+    """Those of ``run_ids`` whose failure, recorded since ``since``, Dagster's retry daemon has read (up to
+    ``read_up_to``, the storage id it has read to, None before its first look)."""
+    if read_up_to is None:
+        return set()
+    failures = dg.RunStatusChangeRecordsFilter(
+        dg.DagsterEventType.RUN_FAILURE, after_timestamp=since.timestamp(), before_storage_id=read_up_to + 1
+    )
+    read: set[str] = set()
+    cursor = None
+    while True:
+        result = instance.fetch_run_status_changes(failures, limit=_KEYS_PER_QUERY, cursor=cursor)
+        read |= {record.run_id for record in result.records} & run_ids
+        if not result.has_more or read == run_ids:
+            return read
+        cursor = result.cursor
 
 
 def announce_release(

@@ -1,13 +1,16 @@
-"""What the Dagster-level tests share: the import sensor's look and its runs, executed in process."""
+"""What the Dagster-level tests share: the import sensor's look and its runs, executed in process; one look of a
+Dagster daemon."""
 
 from __future__ import annotations
 
 import logging
+import warnings
 from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
 
+from nakodo_dagster.dagster_internals import EventLogConsumerDaemon, MonitoringDaemon, WorkspaceProcessContext
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.jobs.import_places import import_places
 from nakodo_dagster.resources import OvertureResource, StoreResource
@@ -30,3 +33,21 @@ def import_as_the_sensor_asks(
         )
         for request in result.run_requests
     ]
+
+
+def look_as_the_daemon_does(
+    daemon: MonitoringDaemon | EventLogConsumerDaemon, process: WorkspaceProcessContext
+) -> None:
+    """One iteration of a Dagster daemon (run monitoring, the retry daemon) in this process, as its loop runs one."""
+    for _ in daemon.run_iteration(process):
+        pass
+
+
+def started_retry_daemon(process: WorkspaceProcessContext) -> EventLogConsumerDaemon:
+    """Dagster's retry daemon after its first look, which places it at the event log's end."""
+    daemon = EventLogConsumerDaemon()
+    with warnings.catch_warnings():
+        # That look says it ignores older failures through Logger.warn, which Python deprecates.
+        warnings.filterwarnings("ignore", "The 'warn' method is deprecated", DeprecationWarning)
+        look_as_the_daemon_does(daemon, process)
+    return daemon

@@ -21,6 +21,7 @@ import dagster as dg
 import duckdb
 import pytest
 import yaml
+from dagster_helpers import look_as_the_daemon_does, started_retry_daemon
 from overture_helpers import CURRENT as RELEASE
 from store_helpers import count_places
 
@@ -552,22 +553,41 @@ def test_an_import_whose_step_failed_is_not_run_again(resources):
     assert set(_states(store, _pairs(request)).values()) == {"failed"}
 
 
-def test_the_marks_of_a_run_dagster_could_not_run_again_are_asked_for_again(resources):
+def _pairs_asked(instance: dg.DagsterInstance, resources: dict, at: datetime) -> list[Pair]:
+    """The pairs the import sensor asks for in a tick at ``at``."""
+    ticked = request_import_runs(instance, resources["store"].store, resources["overture"], at, logging.getLogger())
+    return sorted(pair for request in ticked.run_requests for pair in _pairs(request))
+
+
+def test_the_marks_of_a_run_dagster_could_not_run_again_are_asked_for_again_at_the_next_tick(resources):
     settings = yaml.safe_load(DAGSTER_YAML.read_text())
     with dg.instance_for_test(overrides=settings) as instance:
         store = resources["store"].store
         store.add_campaign("Leeds", LEEDS)
-        request = _request(instance, resources)
-        run = _queue(instance, request)
-        _fail_as_run_monitoring_does(instance, resources, run)
-        assert set(_states(store, _pairs(request)).values()) == {"coming"}, "left for its retry"
         # The retry daemon of a daemon just started, its code location not loaded: the retry cannot be launched.
         with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as nowhere:
-            assert _retry_as_the_daemon_does(nowhere, run) is None
+            retry_daemon = started_retry_daemon(nowhere)
+            request = _request(instance, resources)
+            run = _queue(instance, request)
+            _fail_as_run_monitoring_does(instance, resources, run)
+            assert set(_states(store, _pairs(request)).values()) == {"coming"}, "left for its retry"
+            look_as_the_daemon_does(retry_daemon, nowhere)
 
+        assert AUTO_RETRY_RUN_ID_TAG not in instance.get_run_by_id(run.run_id).tags
+        assert _pairs_asked(instance, resources, datetime.now(UTC)) == sorted(_pairs(request)), "asked for again"
+
+
+def test_the_marks_of_a_failed_run_are_left_for_its_retry_until_the_launch_grace_if_the_daemon_is_down(resources):
+    # Dagster's retry daemon has not read the failure yet: its retry may still come, once the daemon is back.
+    settings = yaml.safe_load(DAGSTER_YAML.read_text())
+    with dg.instance_for_test(overrides=settings) as instance:
+        store = resources["store"].store
+        store.add_campaign("Leeds", LEEDS)
+        with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as nowhere:
+            started_retry_daemon(nowhere)
+        request = _request(instance, resources)
+        _fail_as_run_monitoring_does(instance, resources, _queue(instance, request))
+
+        assert _pairs_asked(instance, resources, datetime.now(UTC)) == [], "its retry may still come"
         later = datetime.now(UTC) + timedelta(minutes=LAUNCH_GRACE_MINUTES, seconds=1)
-        asked = request_import_runs(
-            instance, store, resources["overture"], later, logging.getLogger(__name__)
-        ).run_requests
-
-    assert sorted(pair for r in asked for pair in _pairs(r)) == sorted(_pairs(request)), "asked for again"
+        assert _pairs_asked(instance, resources, later) == sorted(_pairs(request)), "asked for again"

@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 import time_machine
 import yaml
+from dagster_helpers import look_as_the_daemon_does
 
 from nakodo_dagster import tags
 from nakodo_dagster.assets.places import places
@@ -117,8 +118,7 @@ def _import_like() -> None:
 def _monitor(instance: dg.DagsterInstance) -> None:
     """One iteration of the daemon's run monitoring, which also frees the slots of runs that ended."""
     with WorkspaceProcessContext(instance, EmptyWorkspaceTarget()) as context:
-        for _ in MonitoringDaemon(interval_seconds=30).run_iteration(context):
-            pass
+        look_as_the_daemon_does(MonitoringDaemon(interval_seconds=30), context)
 
 
 @pytest.mark.parametrize("path", [DAGSTER_YAML, PRODUCTION_YAML], ids=["embedded", "production"])

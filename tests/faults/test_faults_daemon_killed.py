@@ -34,7 +34,8 @@ CAMPAIGNS = {
     "Paris": Targeting((PointLocation(48.85, 2.35, 2),), ("cafe",)),
 }
 # What "within minutes" allows after the restart: the killed runs are found dead at run monitoring's first look,
-# their slots freed 75 s after they ended (dagster.yaml), and their retries take seconds.
+# their slots freed 75 s after they ended (dagster.yaml), and their retries (or the import sensor's asking again, at
+# its next tick 30 s apart, for a run Dagster's retry daemon passed by) take seconds.
 RECOVERY_SECONDS = 240
 
 
@@ -66,15 +67,26 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
         def slot_holders() -> set[str]:
             return instance.event_log_storage.get_concurrency_info(IMPORT_POOL).active_run_ids
 
+        def importing() -> list[dg.DagsterRun]:
+            """The import runs whose step has its slot and runs (blocked on the index's pipe)."""
+            return [
+                run
+                for run in import_runs(instance, [dg.DagsterRunStatus.STARTED])
+                if instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START, limit=1).records
+            ]
+
         first_log = tmp_path / "daemon.log"
         with running_daemon(workspace, environ, first_log) as daemon:
+            # Every slot holder is one of the two steps, not always both: on SQLite storage, two steps claiming at
+            # the same moment can both write their run into the same slot (its claim's row lock is PostgreSQL's).
             killed = wait_for(
-                "two import runs holding both import slots",
+                "two import runs in their step, holding the import slots",
                 240,
                 lambda: (
-                    (running := [r for r in import_runs(instance) if r.status == dg.DagsterRunStatus.STARTED])
+                    (running := importing())
                     and len(running) == 2
-                    and slot_holders() == {r.run_id for r in running}
+                    and slot_holders()
+                    and slot_holders() <= {r.run_id for r in running}
                     and running
                 ),
                 first_log,
@@ -112,14 +124,23 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
                 restart_log,
             )
 
+        retried = 0
         for run in killed:
             run = instance.get_run_by_id(run.run_id)
             assert run.status == dg.DagsterRunStatus.FAILURE, "run monitoring found its worker gone"
             assert run.tags.get(WILL_RETRY_TAG) == "true"
+            if AUTO_RETRY_RUN_ID_TAG not in run.tags:
+                # Dagster's retry daemon read the failure before the run's status said failed, and passed it by
+                # (tests/test_dagster_internals.py): the import sensor asked for its pairs again at its next tick.
+                continue
             retry = instance.get_run_by_id(run.tags[AUTO_RETRY_RUN_ID_TAG])
             assert retry.status == dg.DagsterRunStatus.SUCCESS
             assert retry.tags[tags.STAMP] == run.tags[tags.STAMP], "the retry held the killed run's marks"
+            retried += 1
         rows = store.import_rows({a for a, _ in pairs}, {c for _, c in pairs})
         assert not [row for row in rows if row.failure], "a fault of the machinery marked pairs failed"
         assert not slots_held_by_ended_runs(instance), "a pool slot is held by a run that ended"
-        print(f"imports landed {recovered:.0f} s after the daemon was started again")
+        print(
+            f"imports landed {recovered:.0f} s after the daemon was started again; "
+            f"{retried} of {len(killed)} killed runs retried by Dagster, the rest asked for again"
+        )
