@@ -46,6 +46,8 @@ _PACE_WINDOW = 50
 TAKE_BACK_SECONDS = 20.0
 # A tag filter becomes one SQL IN list, and SQLite caps the parameters of a statement.
 _KEYS_PER_QUERY = 500
+# Run failures read at once when telling which ones Dagster's retry daemon has read: a page of the event log.
+_FAILURES_PER_PAGE = 1000
 
 
 @dataclass
@@ -300,7 +302,7 @@ def failures_read(instance: dg.DagsterInstance, read_up_to: int | None, run_ids:
     read: set[str] = set()
     cursor = None
     while True:
-        result = instance.fetch_run_status_changes(failures, limit=_KEYS_PER_QUERY, cursor=cursor)
+        result = instance.fetch_run_status_changes(failures, limit=_FAILURES_PER_PAGE, cursor=cursor)
         read |= {record.run_id for record in result.records} & run_ids
         if not result.has_more or read == run_ids:
             return read
