@@ -21,6 +21,7 @@ from nakodo_dagster.imports.failure import (
     import_failure,
     several_failed,
 )
+from nakodo_dagster.imports.interrupts import interrupts_delivered
 from nakodo_dagster.imports.outcome import ImportOutcome, PairReport, pair_reports
 from nakodo_dagster.overture.changelog import RunChanges
 from nakodo_dagster.overture.faults import PASSING_KINDS, ReadFailed, classify
@@ -121,8 +122,9 @@ def import_or_release_marks(
     """
     gate = drift_limits()
     try:
-        release = release or overture.current_release()
-        return execute_import(run, store, overture, release, stamp, gate, accept, read_began)
+        with interrupts_delivered():
+            release = release or overture.current_release()
+            return execute_import(run, store, overture, release, stamp, gate, accept, read_began)
     except (dg.DagsterExecutionInterruptedError, KeyboardInterrupt):
         end_interrupted(run, store, stamp, overrun)
         raise

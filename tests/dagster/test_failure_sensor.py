@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,6 +46,7 @@ from nakodo_dagster.dagster_internals import (
 from nakodo_dagster.duckdb_connection import in_memory
 from nakodo_dagster.headless import register_partitions
 from nakodo_dagster.imports.events import PLACES
+from nakodo_dagster.imports.interrupts import interrupts_delivered
 from nakodo_dagster.imports.run import _interrupt_behind
 from nakodo_dagster.jobs.by_hand import reimport_places
 from nakodo_dagster.jobs.import_places import import_payload, import_places
@@ -349,6 +351,31 @@ def test_an_interrupt_landing_inside_a_duckdb_query_reads_as_a_cancel():
     assert not isinstance(raised.value, dg.DagsterExecutionInterruptedError), "DuckDB no longer wraps it: simplify"
     assert isinstance(_interrupt_behind(raised.value), dg.DagsterExecutionInterruptedError)
     assert _interrupt_behind(duckdb.InvalidInputException("Invalid Input Error: no such column")) is None
+
+
+def test_a_cancel_landing_in_a_garbage_collector_callback_still_stops_the_import():
+    # Seen in a cancelled import: Dagster's interrupt raised inside one of SQLAlchemy's weakref callbacks, where
+    # Python only prints "Exception ignored", and the run went on to succeed.
+    class Held:
+        pass
+
+    def collected(_: weakref.ref) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # The handler runs in here, and its error cannot leave a callback.
+
+    with (
+        pytest.raises(dg.DagsterExecutionInterruptedError),
+        capture_interrupts(),
+        raise_interrupts_as(dg.DagsterExecutionInterruptedError),
+        interrupts_delivered(),
+    ):
+        held = Held()
+        reference = weakref.ref(held, collected)
+        del held
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert reference() is None
 
 
 def _analyst_run(home: Path, database_url: str, root: Path, pair: Pair, cwd: Path) -> subprocess.Popen:
