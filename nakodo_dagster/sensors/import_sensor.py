@@ -266,19 +266,18 @@ def take_back_unretried(
     )
     # Only runs Dagster decided about: a run it never meant to retry had its marks marked failed.
     unretried = [
-        record
+        (record, value)
         for record in records
         if WILL_RETRY_TAG in record.dagster_run.tags
         and AUTO_RETRY_RUN_ID_TAG not in record.dagster_run.tags
-        and tags.run_tag(record.dagster_run.tags, tags.STAMP) is not None
+        and (value := tags.run_tag(record.dagster_run.tags, tags.STAMP)) is not None
     ]
-    recent = {record.dagster_run.run_id for record in unretried if record.update_timestamp > until}
+    recent = {record.dagster_run.run_id for record, _ in unretried if record.update_timestamp > until}
     passed_by = failures_read(instance, read_up_to, recent, since) if recent else set()
-    for record in unretried:
+    for record, value in unretried:
         run = record.dagster_run
         if run.run_id in recent and run.run_id not in passed_by:
             continue
-        value = tags.run_tag(run.tags, tags.STAMP)
         if any(
             instance.get_runs_count(dg.RunsFilter(tags={key: value}, statuses=UNFINISHED))
             for key in tags.keys_of(tags.STAMP)

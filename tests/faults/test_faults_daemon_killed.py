@@ -85,8 +85,8 @@ def test_imports_killed_with_the_daemon_are_run_again_and_land(tmp_path, release
                 lambda: (
                     (running := importing())
                     and len(running) == 2
-                    and slot_holders()
-                    and slot_holders() <= {r.run_id for r in running}
+                    and (holders := slot_holders())
+                    and holders <= {r.run_id for r in running}
                     and running
                 ),
                 first_log,
